@@ -1,0 +1,32 @@
+"""POST /v1/chat/completions (Available): sync JSON or a Server-Sent Events stream."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request, post
+from litestar.types import ASGIApp
+
+from gateway.api.dependencies import authenticate
+from gateway.context import context_of
+from gateway.errors import UnsupportedMediaType
+from gateway.resources import Resources
+
+__all__ = ["HANDLERS", "create_chat_completion"]
+
+
+@post("/v1/chat/completions", status_code=200)
+async def create_chat_completion(request: Request[Any, Any, Any], resources: Resources) -> ASGIApp:
+    caller = await authenticate(request, resources)
+    content_type = request.headers.get("content-type", "")
+    if not content_type.startswith("application/json"):
+        raise UnsupportedMediaType(
+            f"Send the body as JSON with 'Content-Type: application/json' (got {content_type!r})."
+        )
+    body = await request.body()
+    return await resources.chat.handle(  # type: ignore[no-any-return]
+        caller, context_of(request.scope), body, request.headers.get("idempotency-key")
+    )
+
+
+HANDLERS = [create_chat_completion]

@@ -1,0 +1,55 @@
+"""GET /v1/models and /v1/models/{id} (Preview): the calling tenant's view."""
+
+from __future__ import annotations
+
+import msgspec
+from litestar import get
+
+from gateway.auth import Caller
+from gateway.resources import Resources
+from gateway.routing.resolver import ModelNotFound
+from gateway.routing.schema import ModelEntry
+
+__all__ = ["HANDLERS", "ModelList", "ModelObject", "list_models", "retrieve_model"]
+
+
+class ModelObject(msgspec.Struct, kw_only=True):
+    id: str
+    object: str = "model"
+    created: int
+    owned_by: str
+
+
+class ModelList(msgspec.Struct, kw_only=True):
+    object: str = "list"
+    data: list[ModelObject]
+
+
+def _model_object(model: ModelEntry, created: int) -> ModelObject:
+    return ModelObject(id=model.id, created=created, owned_by=model.owned_by)
+
+
+def _created(resources: Resources) -> int:
+    try:
+        return int(resources.config.path.stat().st_mtime)
+    except OSError:
+        return 0
+
+
+@get("/v1/models")
+async def list_models(caller: Caller, resources: Resources) -> ModelList:
+    created = _created(resources)
+    models = resources.router.visible_models(caller.tenant)
+    return ModelList(data=[_model_object(m, created) for m in models])
+
+
+@get("/v1/models/{model_id:path}")
+async def retrieve_model(model_id: str, caller: Caller, resources: Resources) -> ModelObject:
+    wanted = model_id.lstrip("/")
+    for model in resources.router.visible_models(caller.tenant):
+        if model.id == wanted:
+            return _model_object(model, _created(resources))
+    raise ModelNotFound(f"The model '{wanted}' does not exist or you do not have access to it.")
+
+
+HANDLERS = [list_models, retrieve_model]

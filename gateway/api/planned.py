@@ -1,0 +1,34 @@
+"""Planned capabilities: known paths that answer 501 with their release label."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request, route
+
+from gateway.errors import NotImplementedYet
+
+__all__ = ["HANDLERS", "planned"]
+
+_PLANNED = {
+    "/v1/embeddings": "embeddings",
+    "/v1/audio/speech": "audio/speech",
+    "/v1/audio/voices": "audio/voices",
+    "/v1/audio/transcriptions": "audio/transcriptions",
+    "/v1/audio/translations": "audio/translations",
+    "/v1/videos": "video",
+    "/v1/video/generations": "video",
+    "/v1/realtime": "realtime",
+    "/v1/realtime/sessions": "realtime",
+    "/v1/uploads/resumable": "resumable uploads",
+    "/v1/callbacks": "callbacks",
+}
+
+
+@route(list(_PLANNED), http_method=["GET", "POST", "PUT", "PATCH", "DELETE"])
+async def planned(request: Request[Any, Any, Any]) -> None:
+    feature = _PLANNED.get(request.url.path.rstrip("/"), "this capability")
+    raise NotImplementedYet(f"The {feature} API is Planned and not callable yet.")
+
+
+HANDLERS = [planned]

@@ -1,0 +1,97 @@
+"""GET /v1/wallet and /v1/wallet/ledger (extension, Preview): balance and its history."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import msgspec
+from litestar import get
+from litestar.params import Parameter
+
+from gateway.auth import Caller
+from gateway.billing.money import format_credits, format_usd
+from gateway.errors import ErrorDetail, ValidationFailed
+from gateway.resources import Resources
+from gateway.store.base import LedgerEntry
+
+__all__ = ["HANDLERS", "LedgerItem", "LedgerList", "WalletView", "get_ledger", "get_wallet"]
+
+
+class WalletView(msgspec.Struct, kw_only=True):
+    object: str = "wallet"
+    balance_credits: str
+    held_credits: str
+    available_credits: str
+    credits_per_usd_rate: str
+    balance_usd_reference: str
+
+
+class LedgerItem(msgspec.Struct, kw_only=True):
+    id: str
+    object: str = "ledger_entry"
+    kind: str
+    amount_credits: str
+    balance_after_credits: str
+    task_id: str | None
+    request_id: str | None
+    reason: str
+    created_at: str
+
+
+class LedgerList(msgspec.Struct, kw_only=True):
+    object: str = "list"
+    data: list[LedgerItem]
+    has_more: bool
+    next_after: str | None
+
+
+def iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
+
+
+@get("/v1/wallet")
+async def get_wallet(caller: Caller, resources: Resources) -> WalletView:
+    wallet = await resources.store.wallet(caller.tenant.name)
+    rate = caller.tenant.credits_per_usd
+    return WalletView(
+        balance_credits=format_credits(wallet.balance_units),
+        held_credits=format_credits(wallet.held_units),
+        available_credits=format_credits(wallet.balance_units - wallet.held_units),
+        credits_per_usd_rate=str(rate),
+        balance_usd_reference=format_usd(wallet.balance_units, rate),
+    )
+
+
+def _item(entry: LedgerEntry) -> LedgerItem:
+    return LedgerItem(
+        id=entry.id,
+        kind=entry.kind,
+        amount_credits=format_credits(entry.amount_units),
+        balance_after_credits=format_credits(entry.balance_after_units),
+        task_id=entry.task_id,
+        request_id=entry.request_id,
+        reason=entry.reason,
+        created_at=iso(entry.created_at),
+    )
+
+
+@get("/v1/wallet/ledger")
+async def get_ledger(
+    caller: Caller,
+    resources: Resources,
+    limit: str = Parameter(query="limit", default="20"),
+    after: str | None = Parameter(query="after", default=None),
+) -> LedgerList:
+    if not limit.isdigit() or not 1 <= int(limit) <= 100:
+        raise ValidationFailed(
+            "limit must be an integer from 1 to 100.",
+            details=[ErrorDetail(field="limit", message="an integer from 1 to 100")],
+        )
+    page = await resources.store.ledger(caller.tenant.name, limit=int(limit), after=after or None)
+    data = [_item(entry) for entry in page.entries]
+    return LedgerList(
+        data=data, has_more=page.has_more, next_after=data[-1].id if page.has_more else None
+    )
+
+
+HANDLERS = [get_ledger, get_wallet]

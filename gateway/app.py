@@ -1,0 +1,50 @@
+"""The application factory: nothing happens at import time."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from litestar import Litestar
+from litestar.di import Provide
+
+from gateway.api import route_handlers
+from gateway.api.dependencies import provide_caller, provide_resources
+from gateway.api.envelope import handle_exception
+from gateway.logging import configure_logging
+from gateway.middleware import RequestContextMiddleware
+from gateway.resources import open_resources
+from gateway.routing.config import GatewayConfig, load_config
+from gateway.settings import Settings
+
+__all__ = ["create_app"]
+
+
+def create_app(settings: Settings | None = None, config: GatewayConfig | None = None) -> Litestar:
+    """Build the app; the routing file is read now, so a bad one stops start-up here."""
+    settings = settings or Settings.from_env()
+    config = config or load_config(settings.config_path)
+    configure_logging(settings.log_level)
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        async with open_resources(settings, config) as resources:
+            app.state.resources = resources
+            yield
+
+    app = Litestar(
+        route_handlers=route_handlers(),
+        lifespan=[lifespan],
+        dependencies={
+            "resources": Provide(provide_resources, sync_to_thread=False),
+            "caller": Provide(provide_caller),
+        },
+        exception_handlers={Exception: handle_exception},
+        request_max_body_size=config.file.gateway.max_body_bytes,
+        logging_config=None,
+        openapi_config=None,
+    )
+    # Outermost, around Litestar's own handler: routing errors (404/405) get a request id,
+    # headers and a log line like every other response.
+    app.asgi_handler = RequestContextMiddleware(app.asgi_handler)
+    return app

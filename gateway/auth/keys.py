@@ -1,0 +1,19 @@
+"""API key material: shown once to the operator, stored only as a hash."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+__all__ = ["API_KEY_PREFIX", "hash_api_key", "new_api_key"]
+
+API_KEY_PREFIX = "gw-"
+
+
+def new_api_key() -> str:
+    return API_KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+def hash_api_key(key: str) -> str:
+    """SHA-256 is enough: keys carry 256 random bits, so there is nothing to brute-force."""
+    return hashlib.sha256(key.encode()).hexdigest()

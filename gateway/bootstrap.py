@@ -1,0 +1,48 @@
+"""Zero-setup start: on the embedded store, the `default` tenant gets a key and its grant.
+
+The key is kept in the local data folder (mode 0600) so that every start can print it; this
+happens only on the embedded default, never on a shared store.
+"""
+
+from __future__ import annotations
+
+import os
+from decimal import Decimal
+from pathlib import Path
+
+from gateway.auth import hash_api_key
+from gateway.billing.money import units_from_credits
+from gateway.keys import issue_key
+from gateway.routing.config import GatewayConfig
+from gateway.store.base import Store
+
+__all__ = ["DEFAULT_TENANT", "STARTING_GRANT_ENTRY", "bootstrap_embedded"]
+
+DEFAULT_TENANT = "default"
+STARTING_GRANT_ENTRY = "grant:starting:default"
+
+
+async def bootstrap_embedded(store: Store, config: GatewayConfig, data_dir: Path) -> str | None:
+    """Returns a usable key of the default tenant, or None when the config has no such tenant."""
+    if DEFAULT_TENANT not in config.tenants:
+        return None
+    grant = config.file.gateway.starting_grant_credits
+    if grant > Decimal(0):
+        await store.grant(
+            DEFAULT_TENANT,
+            units_from_credits(grant),
+            entry_id=STARTING_GRANT_ENTRY,
+            reason="starting grant of the embedded default",
+        )
+    key_file = data_dir / "default-api-key"
+    if key_file.exists():
+        key = key_file.read_text().strip()
+        record = await store.get_key(hash_api_key(key))
+        if record is not None and record.revoked_at is None:
+            return key
+    key, _ = await issue_key(store, config, DEFAULT_TENANT)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key + "\n")
+    return key

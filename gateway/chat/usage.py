@@ -1,0 +1,57 @@
+"""Usage as reported, estimated when missing, and the credit fields the gateway adds to it."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from gateway.billing.money import format_credits, format_usd
+from gateway.billing.pricing import ChatPrice, estimate_prompt_tokens
+from providers.base import Usage
+
+__all__ = ["Charge", "charge_for", "usage_fields"]
+
+
+class Charge:
+    __slots__ = ("completion_tokens", "prompt_tokens", "units")
+
+    def __init__(self, units: int, prompt_tokens: int, completion_tokens: int) -> None:
+        self.units = units
+        self.prompt_tokens = prompt_tokens
+        self.completion_tokens = completion_tokens
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+def charge_for(
+    price: ChatPrice,
+    usage: Usage | None,
+    *,
+    body_size: int,
+    produced_chunks: int = 0,
+    usage_body: dict[str, Any] | None = None,
+) -> Charge:
+    """The charge of one call. Without reported usage (a stream cut short), the prompt is
+    estimated from the request size and each content chunk counts as one token, so a call that
+    produced something is never free."""
+    if usage is not None and (usage.prompt_tokens or usage.completion_tokens):
+        prompt, completion = usage.prompt_tokens, usage.completion_tokens
+    else:
+        prompt, completion = estimate_prompt_tokens(body_size), produced_chunks
+    cached = 0
+    details = (usage_body or {}).get("prompt_tokens_details")
+    if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+        cached = details["cached_tokens"]
+    return Charge(price.charge_units(prompt, completion, cached), prompt, completion)
+
+
+def usage_fields(usage_body: dict[str, Any], charge: Charge, rate: Decimal) -> dict[str, Any]:
+    """The usage object the client sees: upstream's fields plus credits."""
+    usage_body.setdefault("prompt_tokens", charge.prompt_tokens)
+    usage_body.setdefault("completion_tokens", charge.completion_tokens)
+    usage_body.setdefault("total_tokens", charge.prompt_tokens + charge.completion_tokens)
+    usage_body["credits"] = format_credits(charge.units)
+    usage_body["credits_usd_reference"] = format_usd(charge.units, rate)
+    return usage_body

@@ -1,0 +1,185 @@
+"""Chat request checks beyond types: the rules of the spec's request table and OpenAI's.
+
+Every problem becomes a `{field, message}` detail of one 400 `invalid_request`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+from msgspec import UNSET
+
+from gateway.errors import ErrorDetail, InvalidRequest
+from gateway.schemas.chat import ChatMessage, ChatRequest
+
+__all__ = ["parse_chat_request"]
+
+_DECODER = msgspec.json.Decoder(ChatRequest)
+_FUNCTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_TOOL_CHOICES = ("none", "auto", "required")
+_REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+_RESPONSE_FORMATS = ("text", "json_object", "json_schema")
+_SERVICE_TIERS = ("auto", "default", "flex", "scale", "priority")
+_PART_TYPES = ("text", "image_url", "input_audio", "file", "refusal")
+
+
+def parse_chat_request(body: bytes) -> ChatRequest:
+    if not body:
+        raise InvalidRequest(
+            "The request body is empty.",
+            details=[ErrorDetail(field="body", message="send a JSON object")],
+        )
+    try:
+        request = _DECODER.decode(body)
+    except msgspec.ValidationError as exc:
+        raise InvalidRequest(str(exc), details=[_detail_from(exc)]) from exc
+    except msgspec.DecodeError as exc:
+        raise InvalidRequest(
+            "The request body is not valid JSON.",
+            details=[ErrorDetail(field="body", message=str(exc))],
+        ) from exc
+    problems = _check(request)
+    if problems:
+        raise InvalidRequest(
+            "; ".join(f"{p.field}: {p.message}" for p in problems), details=problems
+        )
+    return request
+
+
+def _detail_from(exc: msgspec.ValidationError) -> ErrorDetail:
+    message, _, at = str(exc).partition(" - at `$")
+    field = at.rstrip("`").lstrip(".") if at else "body"
+    if message.startswith("Object contains unknown field"):
+        name = message.split("`")[1] if "`" in message else ""
+        message = f"unrecognized request argument: {name}"
+        field = f"{field}.{name}".lstrip(".") if field != "body" else name
+    elif message.startswith("Object missing required field"):
+        name = message.split("`")[1] if "`" in message else ""
+        field = f"{field}.{name}".lstrip(".") if field != "body" else name
+        message = "this field is required"
+    return ErrorDetail(field=field or "body", message=message)
+
+
+def _set(value: Any) -> bool:
+    return value is not UNSET and value is not None
+
+
+def _check(r: ChatRequest) -> list[ErrorDetail]:
+    out: list[ErrorDetail] = []
+
+    def bad(field: str, message: str) -> None:
+        out.append(ErrorDetail(field=field, message=message))
+
+    if not r.model:
+        bad("model", "must be a model id or 'auto'")
+    if not r.messages:
+        bad("messages", "must contain at least one message")
+    for index, message in enumerate(r.messages):
+        _check_message(index, message, bad)
+    _range(r.temperature, "temperature", 0.0, 2.0, bad)
+    _range(r.top_p, "top_p", 0.0, 1.0, bad)
+    if _set(r.temperature) and _set(r.top_p):
+        bad("top_p", "pass either temperature or top_p, not both")
+    _range(r.frequency_penalty, "frequency_penalty", -2.0, 2.0, bad)
+    _range(r.presence_penalty, "presence_penalty", -2.0, 2.0, bad)
+    for name in ("max_tokens", "max_completion_tokens"):
+        value = getattr(r, name)
+        if _set(value) and value < 1:
+            bad(name, "must be at least 1")
+    if _set(r.max_tokens) and _set(r.max_completion_tokens) and (
+        r.max_tokens != r.max_completion_tokens
+    ):
+        bad("max_tokens", "max_tokens is the legacy name of max_completion_tokens; send one")
+    if _set(r.n) and not 1 <= r.n <= 128:  # type: ignore[operator]
+        bad("n", "must be between 1 and 128")
+    if _set(r.top_logprobs):
+        if not 0 <= r.top_logprobs <= 20:  # type: ignore[operator]
+            bad("top_logprobs", "must be between 0 and 20")
+        if r.logprobs is not True:
+            bad("top_logprobs", "requires logprobs to be true")
+    if _set(r.stream_options) and r.stream is not True:
+        bad("stream_options", "only allowed when stream is true")
+    if isinstance(r.stop, list) and len(r.stop) > 4:
+        bad("stop", "at most 4 stop sequences")
+    if _set(r.logit_bias):
+        for token, bias in r.logit_bias.items():  # type: ignore[union-attr]
+            if not -100 <= bias <= 100:
+                bad(f"logit_bias.{token}", "must be between -100 and 100")
+    _one_of(r.reasoning_effort, "reasoning_effort", _REASONING_EFFORTS, bad)
+    _one_of(r.service_tier, "service_tier", _SERVICE_TIERS, bad)
+    if r.response_format is not UNSET:
+        _one_of(r.response_format.get("type"), "response_format.type", _RESPONSE_FORMATS, bad)
+    _check_tools(r, bad)
+    _check_metadata(r, bad)
+    return out
+
+
+def _range(value: Any, field: str, low: float, high: float, bad: Any) -> None:
+    if _set(value) and not low <= value <= high:
+        bad(field, f"must be between {low:g} and {high:g}")
+
+
+def _one_of(value: Any, field: str, allowed: tuple[str, ...], bad: Any) -> None:
+    if _set(value) and value not in allowed:
+        bad(field, f"must be one of: {', '.join(allowed)}")
+
+
+def _check_message(index: int, m: ChatMessage, bad: Any) -> None:
+    field = f"messages[{index}]"
+    content = m.content
+    if isinstance(content, list):
+        if not content:
+            bad(f"{field}.content", "must not be an empty list")
+        for position, part in enumerate(content):
+            kind = part.get("type")
+            if kind not in _PART_TYPES:
+                bad(f"{field}.content[{position}].type", f"must be one of: {', '.join(_PART_TYPES)}")
+            elif kind == "text" and not isinstance(part.get("text"), str):
+                bad(f"{field}.content[{position}].text", "must be a string")
+    if m.role in ("system", "developer", "user") and not _set(content):
+        bad(f"{field}.content", f"required for role {m.role}")
+    elif m.role == "assistant" and not _set(content) and not _set(m.tool_calls) and not _set(
+        m.function_call
+    ):
+        bad(f"{field}.content", "an assistant message needs content or tool_calls")
+    elif m.role == "tool" and not _set(m.tool_call_id):
+        bad(f"{field}.tool_call_id", "required for role tool")
+    if m.tool_calls is not UNSET and m.role != "assistant":
+        bad(f"{field}.tool_calls", "only assistant messages carry tool_calls")
+
+
+def _check_tools(r: ChatRequest, bad: Any) -> None:
+    names: set[str] = set()
+    if r.tools is not UNSET:
+        for index, tool in enumerate(r.tools):
+            if not _FUNCTION_NAME.match(tool.function.name):
+                bad(f"tools[{index}].function.name", "must match ^[A-Za-z0-9_-]{1,64}$")
+            names.add(tool.function.name)
+    choice = r.tool_choice
+    if isinstance(choice, str):
+        _one_of(choice, "tool_choice", _TOOL_CHOICES, bad)
+        if choice == "required" and not names:
+            bad("tool_choice", "'required' needs tools")
+    elif isinstance(choice, dict):
+        function = choice.get("function")
+        name = function.get("name") if isinstance(function, dict) else None
+        if choice.get("type") != "function" or not isinstance(name, str):
+            bad("tool_choice", "must be {type: 'function', function: {name}}")
+        elif name not in names:
+            bad("tool_choice.function.name", f"no tool named {name!r}")
+    if _set(r.parallel_tool_calls) and r.tools is UNSET:
+        bad("parallel_tool_calls", "only allowed when tools are given")
+
+
+def _check_metadata(r: ChatRequest, bad: Any) -> None:
+    if not _set(r.metadata):
+        return
+    metadata = r.metadata
+    assert isinstance(metadata, dict)
+    if len(metadata) > 16:
+        bad("metadata", "at most 16 key-value pairs")
+    for key, value in metadata.items():
+        if len(key) > 64 or len(value) > 512:
+            bad(f"metadata.{key}", "keys are at most 64 characters, values at most 512")

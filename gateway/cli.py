@@ -1,0 +1,184 @@
+"""`gateway`: serve, manage keys and credits, check the routing file.
+
+Operators script these commands: output formats and exit codes are stable. Settings come from
+the same environment variables as `serve` (GATEWAY_STORE_URL, GATEWAY_CONFIG, ...).
+Exit codes: 0 ok, 1 the operation failed (unknown key, store down), 2 bad usage or config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any
+
+from gateway.billing.money import format_credits, parse_credits
+from gateway.routing.config import ConfigError, GatewayConfig, load_config
+from gateway.settings import Settings
+from gateway.store import store_from_url
+from gateway.store.base import Store
+
+__all__ = ["main"]
+
+
+def _err(message: str) -> None:
+    print(f"gateway: {message}", file=sys.stderr)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gateway", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run the gateway")
+    serve.add_argument("--host", help="listen address (env GATEWAY_HOST, default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="listen port (env GATEWAY_PORT, default 8080)")
+
+    keys = commands.add_parser("keys", help="API keys").add_subparsers(dest="action", required=True)
+    create = keys.add_parser("create", help="issue a key; prints only the key")
+    create.add_argument("--tenant", required=True)
+    revoke = keys.add_parser("revoke", help="revoke a key by its id (key_...) or the key itself")
+    revoke.add_argument("key")
+    listing = keys.add_parser("list", help="list a tenant's keys (id, created, revoked)")
+    listing.add_argument("--tenant", required=True)
+
+    credits = commands.add_parser("credits", help="wallets").add_subparsers(
+        dest="action", required=True
+    )
+    grant = credits.add_parser("grant", help="add credits to a tenant's wallet")
+    grant.add_argument("--tenant", required=True)
+    grant.add_argument("--amount", required=True, help='credits, up to four decimals ("250.5")')
+    grant.add_argument("--reason", required=True)
+    grant.add_argument("--id", help="entry id making the grant happen at most once")
+    balance = credits.add_parser("balance", help="print a tenant's balance")
+    balance.add_argument("--tenant", required=True)
+
+    config = commands.add_parser("config", help="routing file").add_subparsers(
+        dest="action", required=True
+    )
+    check = config.add_parser("check", help="validate the routing file")
+    check.add_argument("--config", help="path (default: GATEWAY_CONFIG or config/gateway.toml)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    settings = Settings.from_env()
+    if getattr(args, "config", None):
+        settings = replace(settings, config_path=args.config)
+    try:
+        config = load_config(settings.config_path)
+    except ConfigError as exc:
+        _err(f"config error: {exc}")
+        return 2
+    if args.command == "config":
+        models, tenants = len(config.models), len(config.tenants)
+        print(f"{config.path}: ok ({len(config.providers)} providers, {models} models, "
+              f"{tenants} tenants)")
+        return 0
+    if args.command == "serve":
+        from gateway.serve import serve
+
+        if args.host:
+            settings = replace(settings, host=args.host)
+        if args.port:
+            settings = replace(settings, port=args.port)
+        return serve(settings, config)
+    action: Callable[[Store, GatewayConfig, Any], Awaitable[int]] = _ACTIONS[
+        (args.command, args.action)
+    ]
+    return asyncio.run(_with_store(settings, config, action, args))
+
+
+async def _with_store(
+    settings: Settings,
+    config: GatewayConfig,
+    action: Callable[[Store, GatewayConfig, Any], Awaitable[int]],
+    args: Any,
+) -> int:
+    from gateway.errors import StoreUnavailable
+
+    store = store_from_url(settings.resolved_store_url)
+    try:
+        await store.open()
+        return await action(store, config, args)
+    except StoreUnavailable as exc:
+        _err(f"store unavailable ({settings.resolved_store_url}): {exc}")
+        return 1
+    finally:
+        await store.close()
+
+
+async def _keys_create(store: Store, config: GatewayConfig, args: Any) -> int:
+    from gateway.keys import UnknownTenant, issue_key
+
+    try:
+        key, record = await issue_key(store, config, args.tenant)
+    except UnknownTenant as exc:
+        _err(str(exc))
+        return 2
+    print(key)
+    print(f"created {record.key_id} for tenant {record.tenant}", file=sys.stderr)
+    return 0
+
+
+async def _keys_revoke(store: Store, config: GatewayConfig, args: Any) -> int:
+    from gateway.keys import revoke_key
+
+    if await revoke_key(store, args.key):
+        print("revoked")
+        return 0
+    _err("no such key")
+    return 1
+
+
+async def _keys_list(store: Store, config: GatewayConfig, args: Any) -> int:
+    from gateway.api.wallet import iso
+
+    for record in await store.list_keys(args.tenant):
+        revoked = iso(record.revoked_at) if record.revoked_at else "-"
+        print(f"{record.key_id}\t{iso(record.created_at)}\t{revoked}")
+    return 0
+
+
+async def _credits_grant(store: Store, config: GatewayConfig, args: Any) -> int:
+    import secrets
+
+    if args.tenant not in config.tenants:
+        _err(f"tenant {args.tenant!r} is not declared in {config.path}")
+        return 2
+    try:
+        units = parse_credits(args.amount)
+    except ValueError as exc:
+        _err(f"--amount: {exc}")
+        return 2
+    if units == 0:
+        _err("--amount: must not be zero")
+        return 2
+    entry_id = args.id or f"grant:{secrets.token_hex(12)}"
+    kind = "grant" if units > 0 else "adjustment"
+    entry = await store.grant(args.tenant, units, entry_id=entry_id, reason=args.reason, kind=kind)
+    print(format_credits(entry.balance_after_units))
+    print(f"{entry.id}: {format_credits(entry.amount_units)} credits to {args.tenant}",
+          file=sys.stderr)
+    return 0
+
+
+async def _credits_balance(store: Store, config: GatewayConfig, args: Any) -> int:
+    wallet = await store.wallet(args.tenant)
+    print(format_credits(wallet.balance_units))
+    return 0
+
+
+_ACTIONS: dict[tuple[str, str], Callable[[Store, GatewayConfig, Any], Awaitable[int]]] = {
+    ("keys", "create"): _keys_create,
+    ("keys", "revoke"): _keys_revoke,
+    ("keys", "list"): _keys_list,
+    ("credits", "grant"): _credits_grant,
+    ("credits", "balance"): _credits_balance,
+}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,28 @@
+"""Per-request facts gathered along the way, for the response headers and the one log line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.store.base import RateState
+
+__all__ = ["SCOPE_KEY", "RequestContext", "context_of"]
+
+SCOPE_KEY = "gateway.ctx"
+
+
+@dataclass(slots=True)
+class RequestContext:
+    request_id: str
+    started: float
+    tenant: str | None = None
+    model: str | None = None
+    rate: RateState | None = None
+    error_code: str | None = None
+    replayed: bool = False
+
+
+def context_of(scope: Any) -> RequestContext:
+    ctx: RequestContext = scope[SCOPE_KEY]
+    return ctx

@@ -1,0 +1,158 @@
+"""The gateway's one error tree; `gateway.api.envelope` renders every member as the envelope.
+
+    GatewayError                      500 internal_error (retryable)
+    ├── InvalidRequest                400 invalid_request           (chat bodies)
+    ├── ValidationFailed              422 validation_error          (other bodies, queries)
+    ├── InvalidApiKey                 401 invalid_api_key
+    ├── InsufficientCredits           402 insufficient_credits
+    ├── NotFound                      404 not_found
+    ├── MethodNotAllowed              405 method_not_allowed
+    ├── IdempotencyInProgress         409 idempotency_request_in_progress (retryable)
+    ├── PayloadTooLarge               413 payload_too_large
+    ├── UnsupportedMediaType          415 unsupported_media_type
+    ├── IdempotencyKeyReused          422 idempotency_key_reused
+    ├── RateLimited                   429 rate_limited (retryable, Retry-After)
+    ├── NotImplementedYet             501 not_implemented
+    ├── UpstreamFailed                502 upstream_error (retryable)
+    ├── ModelUnavailable              503 model_unavailable (retryable)
+    ├── UpstreamTimedOut              504 upstream_timeout (retryable)
+    └── StoreUnavailable              503 store_unavailable (retryable)
+
+Each class carries its status, code and retryability, so raising code never picks numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import msgspec
+
+__all__ = [
+    "ErrorDetail",
+    "GatewayError",
+    "IdempotencyInProgress",
+    "IdempotencyKeyReused",
+    "InsufficientCredits",
+    "InvalidApiKey",
+    "InvalidRequest",
+    "MethodNotAllowed",
+    "ModelUnavailable",
+    "NotFound",
+    "NotImplementedYet",
+    "PayloadTooLarge",
+    "RateLimited",
+    "StoreUnavailable",
+    "UnsupportedMediaType",
+    "UpstreamFailed",
+    "UpstreamTimedOut",
+    "ValidationFailed",
+]
+
+
+class ErrorDetail(msgspec.Struct, kw_only=True):
+    """One offending field of a rejected request."""
+
+    field: str
+    message: str
+
+
+class GatewayError(Exception):
+    status_code: int = 500
+    code: str = "internal_error"
+    retryable: bool = True
+    default_message: str = "The server failed to handle the request."
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        details: Sequence[ErrorDetail] = (),
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.message = message or self.default_message
+        self.details = list(details)
+        self.headers = dict(headers or {})
+        super().__init__(self.message)
+
+
+class InvalidRequest(GatewayError):
+    status_code, code, retryable = 400, "invalid_request", False
+    default_message = "The request body is invalid."
+
+
+class ValidationFailed(GatewayError):
+    status_code, code, retryable = 422, "validation_error", False
+    default_message = "The request failed validation."
+
+
+class InvalidApiKey(GatewayError):
+    status_code, code, retryable = 401, "invalid_api_key", False
+    default_message = "Missing or invalid API key. Send 'Authorization: Bearer <API_KEY>'."
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message, headers={"WWW-Authenticate": "Bearer"})
+
+
+class InsufficientCredits(GatewayError):
+    status_code, code, retryable = 402, "insufficient_credits", False
+    default_message = "The wallet balance is too low for this request."
+
+
+class NotFound(GatewayError):
+    status_code, code, retryable = 404, "not_found", False
+    default_message = "The requested resource does not exist."
+
+
+class MethodNotAllowed(GatewayError):
+    status_code, code, retryable = 405, "method_not_allowed", False
+    default_message = "The method is not allowed on this path."
+
+
+class IdempotencyInProgress(GatewayError):
+    status_code, code, retryable = 409, "idempotency_request_in_progress", True
+    default_message = "A request with this Idempotency-Key is still in progress."
+
+
+class PayloadTooLarge(GatewayError):
+    status_code, code, retryable = 413, "payload_too_large", False
+    default_message = "The request body is too large."
+
+
+class UnsupportedMediaType(GatewayError):
+    status_code, code, retryable = 415, "unsupported_media_type", False
+    default_message = "The content type is not supported; send application/json."
+
+
+class IdempotencyKeyReused(GatewayError):
+    status_code, code, retryable = 422, "idempotency_key_reused", False
+    default_message = "This Idempotency-Key was already used with a different request body."
+
+
+class RateLimited(GatewayError):
+    status_code, code, retryable = 429, "rate_limited", True
+    default_message = "Rate limit exceeded; retry after the number of seconds in Retry-After."
+
+
+class NotImplementedYet(GatewayError):
+    status_code, code, retryable = 501, "not_implemented", False
+    default_message = "This endpoint is Planned and not callable yet."
+
+
+class UpstreamFailed(GatewayError):
+    status_code, code, retryable = 502, "upstream_error", True
+    default_message = "The model request failed upstream."
+
+
+class ModelUnavailable(GatewayError):
+    status_code, code, retryable = 503, "model_unavailable", True
+    default_message = "The model is temporarily unavailable; retry with 'auto' or another model."
+
+
+class UpstreamTimedOut(GatewayError):
+    status_code, code, retryable = 504, "upstream_timeout", True
+    default_message = "The model did not answer in time."
+
+
+class StoreUnavailable(GatewayError):
+    status_code, code, retryable = 503, "store_unavailable", True
+    default_message = "The gateway's store is unavailable; retry shortly."

@@ -1,0 +1,60 @@
+"""Idempotency-Key handling at the edge (Stripe's model); the atomic part lives in the store."""
+
+from __future__ import annotations
+
+import hashlib
+
+import msgspec
+
+from gateway.api.raw import RawResponse
+from gateway.errors import ErrorDetail, GatewayError, InvalidRequest, ValidationFailed
+from gateway.store.base import IdempotencyClaim, StoredReply
+
+__all__ = ["REPLAY_WINDOW_SECONDS", "chat_claim", "claim_for", "fingerprint", "replay"]
+
+_canonical = msgspec.json.Encoder(order="sorted").encode
+
+REPLAY_WINDOW_SECONDS = 86_400
+
+
+def fingerprint(body: bytes) -> str:
+    """Hash of the canonical JSON body: key order and whitespace do not change it."""
+    return hashlib.sha256(_canonical(msgspec.json.decode(body))).hexdigest()
+
+
+def claim_for(
+    *,
+    tenant: str,
+    method: str,
+    path: str,
+    key: str | None,
+    body: bytes,
+    lease_seconds: int,
+    invalid: type[GatewayError] = ValidationFailed,
+) -> IdempotencyClaim | None:
+    if key is None:
+        return None
+    if not 1 <= len(key) <= 255 or not all(" " <= ch <= "~" for ch in key):
+        raise invalid(
+            "Idempotency-Key must be 1 to 255 printable ASCII characters.",
+            details=[ErrorDetail(field="Idempotency-Key", message="1 to 255 printable ASCII")],
+        )
+    scope_hash = hashlib.sha256(f"{tenant}\n{method}\n{path}\n{key}".encode()).hexdigest()
+    return IdempotencyClaim(
+        scope=scope_hash, fingerprint=fingerprint(body), lease_seconds=lease_seconds
+    )
+
+
+def chat_claim(*, tenant: str, key: str | None, body: bytes, lease_seconds: int) -> IdempotencyClaim | None:
+    return claim_for(
+        tenant=tenant, method="POST", path="/v1/chat/completions", key=key, body=body,
+        lease_seconds=lease_seconds, invalid=InvalidRequest,
+    )
+
+
+def replay(reply: StoredReply) -> RawResponse:
+    headers = [(b"idempotent-replayed", b"true")]
+    headers += [(k.encode(), v.encode()) for k, v in reply.headers.items()]
+    return RawResponse(
+        reply.body, status=reply.status, content_type=reply.content_type.encode(), headers=headers
+    )

@@ -1,0 +1,37 @@
+"""Issuing and revoking API keys: shared by the CLI and the embedded default's first start."""
+
+from __future__ import annotations
+
+import time
+
+from gateway.auth import hash_api_key, new_api_key
+from gateway.ids import new_key_id
+from gateway.routing.config import GatewayConfig
+from gateway.store.base import ApiKeyRecord, Store
+
+__all__ = ["UnknownTenant", "issue_key", "revoke_key"]
+
+
+class UnknownTenant(ValueError):
+    pass
+
+
+async def issue_key(store: Store, config: GatewayConfig, tenant: str) -> tuple[str, ApiKeyRecord]:
+    """Returns the key (shown once, never stored) and its record."""
+    if tenant not in config.tenants:
+        known = ", ".join(sorted(config.tenants)) or "none"
+        raise UnknownTenant(
+            f"tenant {tenant!r} is not declared in {config.path} (known tenants: {known})"
+        )
+    key = new_api_key()
+    record = ApiKeyRecord(key_id=new_key_id(), tenant=tenant, created_at=time.time())
+    await store.create_key(record, hash_api_key(key))
+    return key, record
+
+
+async def revoke_key(store: Store, key_id_or_key: str) -> bool:
+    """Accepts the key id (`key_...`) or the key itself."""
+    if key_id_or_key.startswith("key_"):
+        return await store.revoke_key(key_id_or_key)
+    record = await store.get_key(hash_api_key(key_id_or_key))
+    return record is not None and await store.revoke_key(record.key_id)

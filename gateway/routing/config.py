@@ -1,0 +1,171 @@
+"""Load and check the routing file; every problem names the file, the field and what is wrong."""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from gateway.routing.schema import ConfigFile, ModelEntry, TenantEntry
+from gateway.store.base import RateLimits
+from providers.registry import spec_for
+
+__all__ = ["ConfigError", "GatewayConfig", "ProviderConfig", "Tenant", "load_config"]
+
+_MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")
+
+
+class ConfigError(Exception):
+    """The routing file cannot be used; the message is meant for the operator as it is."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderConfig:
+    name: str
+    kind: str
+    options: msgspec.Struct
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    name: str
+    allowed_models: frozenset[str] | None
+    """None: every configured model."""
+    limits: RateLimits
+    credits_per_usd: Decimal
+
+    def may_use(self, model_id: str) -> bool:
+        return self.allowed_models is None or model_id in self.allowed_models
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    path: Path
+    file: ConfigFile
+    providers: dict[str, ProviderConfig]
+    models: dict[str, ModelEntry]
+    tenants: dict[str, Tenant]
+
+
+def load_config(path: str | os.PathLike[str]) -> GatewayConfig:
+    where = Path(path)
+    try:
+        text = where.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read the routing file: {exc.strerror}") from exc
+    try:
+        raw = tomllib.loads(text, parse_float=Decimal)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{where}: not valid TOML: {exc}") from exc
+    return _build(where, raw)
+
+
+def _fail(where: Path, field: str, problem: str) -> ConfigError:
+    return ConfigError(f"{where}: {field}: {problem}")
+
+
+def _convert(where: Path, raw: Any, type_: type[Any], prefix: str) -> Any:
+    try:
+        return msgspec.convert(raw, type_)
+    except msgspec.ValidationError as exc:
+        message, _, at = str(exc).partition(" - at `$")
+        field = prefix + at.rstrip("`") if at else prefix or "(top level)"
+        raise _fail(where, field.lstrip("."), message) from exc
+
+
+def _build(where: Path, raw: dict[str, Any]) -> GatewayConfig:
+    file: ConfigFile = _convert(where, raw, ConfigFile, "")
+    providers = _providers(where, file)
+    models: dict[str, ModelEntry] = {}
+    for index, model in enumerate(file.models):
+        field = f"models[{index}]"
+        if not _MODEL_ID.match(model.id) or model.id == "auto":
+            raise _fail(where, f"{field}.id", f"{model.id!r} is not a usable model id")
+        if model.id in models:
+            raise _fail(where, f"{field}.id", f"duplicate model id {model.id!r}")
+        if model.provider not in providers:
+            raise _fail(
+                where, f"{field}.provider", f"unknown provider {model.provider!r}; declare it "
+                f"under [providers.{model.provider}]",
+            )
+        if model.markup < 0 or model.max_output_tokens < 1:
+            raise _fail(where, field, "markup must be >= 0 and max_output_tokens >= 1")
+        _check_pricing(where, field, model)
+        if not model.upstream_model:
+            model = msgspec.structs.replace(model, upstream_model=model.id)
+        models[model.id] = model
+    for capability, chain in file.routing.auto.items():
+        for position, model_id in enumerate(chain):
+            field = f"routing.auto.{capability}[{position}]"
+            if model_id not in models:
+                raise _fail(where, field, f"unknown model {model_id!r}")
+            if models[model_id].capability != capability:
+                raise _fail(where, field, f"model {model_id!r} is not a {capability} model")
+    tenants = {
+        name: _tenant(where, name, entry, file, models) for name, entry in file.tenants.items()
+    }
+    return GatewayConfig(
+        path=where, file=file, providers=providers, models=models, tenants=tenants
+    )
+
+
+def _providers(where: Path, file: ConfigFile) -> dict[str, ProviderConfig]:
+    result: dict[str, ProviderConfig] = {}
+    for name, table in file.providers.items():
+        field = f"providers.{name}"
+        options = dict(table)
+        kind = options.pop("kind", None)
+        if not isinstance(kind, str):
+            raise _fail(where, f"{field}.kind", "missing: name the adapter, e.g. kind = \"openai\"")
+        try:
+            spec = spec_for(kind)
+        except KeyError as exc:
+            raise _fail(where, f"{field}.kind", str(exc.args[0])) from exc
+        parsed = _convert(where, options, spec.options_type, field)
+        result[name] = ProviderConfig(name=name, kind=kind, options=parsed)
+    return result
+
+
+def _check_pricing(where: Path, field: str, model: ModelEntry) -> None:
+    pricing = model.pricing
+    numbers = [pricing.input_usd_per_mtok, pricing.output_usd_per_mtok]
+    numbers += [pricing.cached_input_usd_per_mtok or Decimal(0), pricing.credits_per_task or 0]
+    numbers += list(pricing.credits_per_image.values())
+    if any(Decimal(n) < 0 for n in numbers):
+        raise _fail(where, f"{field}.pricing", "prices cannot be negative")
+    if model.capability in ("text_to_image", "image_to_image") and not pricing.credits_per_image:
+        raise _fail(where, f"{field}.pricing.credits_per_image", "required for image models")
+    if model.capability.endswith("_music") and pricing.credits_per_task is None:
+        raise _fail(where, f"{field}.pricing.credits_per_task", "required for music models")
+
+
+def _tenant(
+    where: Path, name: str, entry: TenantEntry, file: ConfigFile, models: dict[str, ModelEntry]
+) -> Tenant:
+    field = f"tenants.{name}"
+    allowed: frozenset[str] | None = None
+    if "*" not in entry.models:
+        for position, model_id in enumerate(entry.models):
+            if model_id not in models:
+                raise _fail(where, f"{field}.models[{position}]", f"unknown model {model_id!r}")
+        allowed = frozenset(entry.models)
+    rpm = entry.requests_per_minute or file.limits.requests_per_minute
+    tpm = entry.tokens_per_minute if entry.tokens_per_minute is not None else (
+        file.limits.tokens_per_minute
+    )
+    if rpm < 1 or tpm < 0:
+        raise _fail(where, field, "requests_per_minute must be >= 1, tokens_per_minute >= 0")
+    if entry.credits_per_usd_rate <= 0:
+        raise _fail(where, f"{field}.credits_per_usd_rate", "must be > 0")
+    return Tenant(
+        name=name,
+        allowed_models=allowed,
+        limits=RateLimits(requests_per_minute=rpm, tokens_per_minute=tpm),
+        credits_per_usd=entry.credits_per_usd_rate,
+    )

@@ -1,0 +1,75 @@
+"""Model names in requests -> the model entry, its provider and its price.
+
+`auto` walks the capability's chain in the routing file and takes the first model the tenant
+may use whose provider is up. Health here is what the gateway has seen: a provider that just
+answered "unavailable" or timed out is skipped for a short cool-down.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from gateway.billing.pricing import ChatPrice
+from gateway.errors import InvalidRequest, ModelUnavailable, NotFound
+from gateway.routing.config import GatewayConfig, Tenant
+from gateway.routing.schema import ModelEntry
+from providers.base import ChatProvider
+
+__all__ = ["ModelNotFound", "Route", "Router"]
+
+_COOL_DOWN_SECONDS = 10.0
+
+
+class ModelNotFound(NotFound):
+    code = "model_not_found"
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    model: ModelEntry
+    provider: ChatProvider
+    price: ChatPrice
+
+
+class Router:
+    def __init__(self, config: GatewayConfig, providers: dict[str, ChatProvider]) -> None:
+        self._config = config
+        self._routes = {
+            model.id: Route(model=model, provider=providers[model.provider], price=ChatPrice.of(model))
+            for model in config.models.values()
+            if model.provider in providers
+        }
+        self._down_until: dict[str, float] = {}
+
+    def resolve(self, name: str, tenant: Tenant, capability: str) -> Route:
+        if name == "auto":
+            return self._auto(tenant, capability)
+        route = self._routes.get(name)
+        if route is None or not tenant.may_use(name):
+            raise ModelNotFound(
+                f"The model '{name}' does not exist or you do not have access to it."
+            )
+        if route.model.capability != capability:
+            raise InvalidRequest(
+                f"The model '{name}' is a {route.model.capability} model, not a {capability} model."
+            )
+        return route
+
+    def _auto(self, tenant: Tenant, capability: str) -> Route:
+        chain = self._config.file.routing.auto.get(capability, [])  # type: ignore[call-overload]
+        candidates = [self._routes[m] for m in chain if m in self._routes and tenant.may_use(m)]
+        if not candidates:
+            raise ModelUnavailable(f"No {capability} model is available to 'auto' for this account.")
+        now = time.monotonic()
+        for route in candidates:
+            if self._down_until.get(route.model.provider, 0.0) <= now:
+                return route
+        return candidates[0]
+
+    def mark_down(self, route: Route) -> None:
+        """The provider failed as unavailable: let `auto` prefer others for a moment."""
+        self._down_until[route.model.provider] = time.monotonic() + _COOL_DOWN_SECONDS
+
+    def visible_models(self, tenant: Tenant) -> list[ModelEntry]:
+        return [m for m in self._config.models.values() if tenant.may_use(m.id)]

@@ -1,0 +1,94 @@
+"""The routing file's shape: msgspec Structs, so a wrong field is named by its path.
+
+Money-like numbers are Decimal (the file is parsed with `parse_float=Decimal`), never float.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any, Literal
+
+import msgspec
+
+__all__ = [
+    "CAPABILITIES",
+    "Capability",
+    "ConfigFile",
+    "GatewaySection",
+    "ModelEntry",
+    "Pricing",
+    "RoutingSection",
+    "TenantEntry",
+    "TenantLimits",
+]
+
+Capability = Literal[
+    "chat", "text_to_image", "image_to_image", "text_to_music", "reference_audio_to_music"
+]
+CAPABILITIES: tuple[str, ...] = (
+    "chat",
+    "text_to_image",
+    "image_to_image",
+    "text_to_music",
+    "reference_audio_to_music",
+)
+
+
+class Pricing(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Chat: upstream USD per million tokens. Media: credits per image (by quality) or per task."""
+
+    input_usd_per_mtok: Decimal = Decimal(0)
+    output_usd_per_mtok: Decimal = Decimal(0)
+    cached_input_usd_per_mtok: Decimal | None = None
+    credits_per_image: dict[str, Decimal] = {}
+    credits_per_task: Decimal | None = None
+
+
+class ModelEntry(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    id: str
+    provider: str
+    capability: Capability
+    upstream_model: str = ""
+    owned_by: str = "gateway"
+    markup: Decimal = Decimal(1000)
+    """Credits charged per upstream USD of cost (1000 = at cost with the default wallet rate)."""
+    max_output_tokens: int = 4096
+    """Worst-case completion size used for the credit hold when a request sets no limit."""
+    pricing: Pricing = msgspec.field(default_factory=Pricing)
+    release_label: Literal["Available", "Preview", "Planned"] = "Available"
+
+
+class TenantLimits(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    requests_per_minute: int = 600
+    tokens_per_minute: int = 1_000_000
+
+
+class TenantEntry(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    models: list[str] = msgspec.field(default_factory=lambda: ["*"])
+    """Model ids the tenant may use; "*" allows every configured model."""
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+    credits_per_usd_rate: Decimal = Decimal(1000)
+
+
+class RoutingSection(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    auto: dict[Capability, list[str]] = {}
+    """Per capability, the models `auto` tries in order."""
+
+
+class GatewaySection(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    starting_grant_credits: Decimal = Decimal(0)
+    """Granted once to the `default` tenant by `gateway serve` on the embedded default store."""
+    max_body_bytes: int = 10 * 1024 * 1024
+    hold_seconds: int = 900
+    """How long a chat's credit hold lives if its call dies without settling."""
+
+
+class ConfigFile(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    gateway: GatewaySection = msgspec.field(default_factory=GatewaySection)
+    limits: TenantLimits = msgspec.field(default_factory=TenantLimits)
+    """Defaults for tenants that do not set their own."""
+    providers: dict[str, dict[str, Any]] = {}
+    models: list[ModelEntry] = []
+    routing: RoutingSection = msgspec.field(default_factory=RoutingSection)
+    tenants: dict[str, TenantEntry] = {}

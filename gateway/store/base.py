@@ -1,0 +1,220 @@
+"""The store interface: operations that mean something, each atomic on every backend.
+
+A request touches the store twice: `admit` on the way in (rate limits, idempotency reservation,
+credit hold: all or nothing) and `settle` or `release` on the way out. Nothing here is a plain
+get/set: a caller can never read, decide and write across an `await`.
+
+Amounts are integer credit units (`gateway.billing.money.UNITS_PER_CREDIT` per credit).
+Times are float seconds since the epoch.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Literal, Protocol
+
+import msgspec
+
+__all__ = [
+    "Admission",
+    "AdmissionOutcome",
+    "AdmissionResult",
+    "ApiKeyRecord",
+    "IdempotencyClaim",
+    "LedgerEntry",
+    "LedgerKind",
+    "LedgerPage",
+    "RateLimits",
+    "RateState",
+    "Release",
+    "Settlement",
+    "Store",
+    "StoredReply",
+    "Wallet",
+]
+
+LedgerKind = Literal["grant", "debit", "charge", "refund", "adjustment"]
+
+
+class ApiKeyRecord(msgspec.Struct, kw_only=True, frozen=True):
+    key_id: str
+    tenant: str
+    created_at: float
+    revoked_at: float | None = None
+
+
+class RateLimits(msgspec.Struct, kw_only=True, frozen=True):
+    """Per-API-key budgets, from the tenant's config entry. 0 tokens_per_minute = no token limit."""
+
+    requests_per_minute: int
+    tokens_per_minute: int = 0
+
+
+class RateState(msgspec.Struct, kw_only=True, frozen=True):
+    """The buckets after a check, for the x-ratelimit-* headers.
+
+    Token buckets: capacity = the per-minute limit, refilled continuously at limit/60 per second.
+    `reset_*_seconds` is the time until that bucket is full again; `retry_after_seconds` is set
+    on a rate-limited outcome: the time until the request would fit.
+    """
+
+    limit_requests: int
+    remaining_requests: int
+    reset_requests_seconds: float
+    limit_tokens: int = 0
+    remaining_tokens: int = 0
+    reset_tokens_seconds: float = 0.0
+    retry_after_seconds: float = 0.0
+
+
+class IdempotencyClaim(msgspec.Struct, kw_only=True, frozen=True):
+    """scope = tenant + method + path + key (already joined by the caller)."""
+
+    scope: str
+    fingerprint: str
+    lease_seconds: int = 900
+    """How long an in-flight reservation lives if its request dies without releasing it."""
+
+
+class StoredReply(msgspec.Struct, kw_only=True, frozen=True):
+    """A 2xx response kept for replay. For a stream, `body` is the whole SSE byte stream."""
+
+    status: int
+    content_type: str
+    body: bytes
+    headers: dict[str, str] = {}
+
+
+class AdmissionOutcome(enum.Enum):
+    ADMITTED = "admitted"
+    REPLAY = "replay"
+    IN_PROGRESS = "in_progress"
+    KEY_REUSED = "key_reused"
+    RATE_LIMITED = "rate_limited"
+    INSUFFICIENT_CREDITS = "insufficient_credits"
+
+
+class Admission(msgspec.Struct, kw_only=True, frozen=True):
+    """What a request asks of the store before it runs.
+
+    `call_id` is gateway-made and unique per call: it keys the hold and the ledger entries
+    (`hold:<call_id>`, `charge:<call_id>`). `request_id` is the client-visible X-Request-Id,
+    kept on ledger entries for correlation only (clients may repeat it).
+    """
+
+    tenant: str
+    api_key_id: str
+    call_id: str
+    request_id: str
+    limits: RateLimits
+    tokens: int = 0
+    hold_units: int = 0
+    hold_seconds: int = 900
+    idempotency: IdempotencyClaim | None = None
+
+
+class AdmissionResult(msgspec.Struct, kw_only=True, frozen=True):
+    outcome: AdmissionOutcome
+    rate: RateState
+    reply: StoredReply | None = None
+    available_units: int = 0
+    """Balance minus active holds at the time of the check (informational)."""
+
+
+class Settlement(msgspec.Struct, kw_only=True, frozen=True):
+    """A call that ran: the hold becomes the charge, tokens are reconciled, the reply is kept.
+
+    Running it twice for one call_id charges once.
+    """
+
+    tenant: str
+    api_key_id: str
+    call_id: str
+    request_id: str
+    limits: RateLimits
+    charge_units: int
+    tokens_reserved: int = 0
+    tokens_used: int = 0
+    reason: str = ""
+    idempotency: IdempotencyClaim | None = None
+    reply: StoredReply | None = None
+    reply_ttl_seconds: int = 86_400
+
+
+class Release(msgspec.Struct, kw_only=True, frozen=True):
+    """A call that failed before it cost anything: give back hold, tokens and the key."""
+
+    tenant: str
+    api_key_id: str
+    call_id: str
+    limits: RateLimits
+    tokens_reserved: int = 0
+    idempotency: IdempotencyClaim | None = None
+
+
+class Wallet(msgspec.Struct, kw_only=True, frozen=True):
+    tenant: str
+    balance_units: int
+    held_units: int
+
+
+class LedgerEntry(msgspec.Struct, kw_only=True, frozen=True):
+    id: str
+    tenant: str
+    kind: LedgerKind
+    amount_units: int
+    balance_after_units: int
+    created_at: float
+    reason: str = ""
+    task_id: str | None = None
+    request_id: str | None = None
+
+
+class LedgerPage(msgspec.Struct, kw_only=True, frozen=True):
+    entries: list[LedgerEntry]
+    has_more: bool
+
+
+class Store(Protocol):
+    """Implemented by `gateway.store.sqlite.SqliteStore` and `gateway.store.redis.RedisStore`."""
+
+    async def open(self) -> None: ...
+    async def close(self) -> None: ...
+    async def ping(self) -> bool:
+        """True when the store answers; never raises."""
+        ...
+
+    # API keys
+    async def create_key(self, record: ApiKeyRecord, key_hash: str) -> None: ...
+    async def get_key(self, key_hash: str) -> ApiKeyRecord | None: ...
+    async def revoke_key(self, key_id: str) -> bool:
+        """False when no such key; revoking twice is fine (True)."""
+        ...
+
+    async def list_keys(self, tenant: str) -> list[ApiKeyRecord]: ...
+
+    # Request path
+    async def admit(self, admission: Admission) -> AdmissionResult: ...
+    async def settle(self, settlement: Settlement) -> int:
+        """Returns the balance in units after the charge."""
+        ...
+
+    async def release(self, release: Release) -> None: ...
+
+    # Wallet
+    async def grant(
+        self,
+        tenant: str,
+        amount_units: int,
+        *,
+        entry_id: str,
+        reason: str,
+        kind: LedgerKind = "grant",
+    ) -> LedgerEntry:
+        """Append a ledger entry once per entry_id; a second call returns the first entry."""
+        ...
+
+    async def wallet(self, tenant: str) -> Wallet: ...
+    async def ledger(self, tenant: str, *, limit: int, after: str | None = None) -> LedgerPage:
+        """Newest first; `after` is an entry id from a previous page (unknown id: empty page)."""
+        ...

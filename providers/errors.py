@@ -1,0 +1,32 @@
+"""What an adapter raises when the upstream does not give a usable answer.
+
+    ProviderError                 the upstream failed (bad status, broken or malformed answer)
+    ├── UpstreamRejectedRequest   the upstream says the request itself is invalid (4xx)
+    ├── UpstreamUnavailable       cannot connect, overloaded, rate limited upstream (503/429)
+    └── UpstreamTimeout           no answer, or no next chunk, in time
+
+The gateway maps these to its own envelope codes in one place.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ProviderError", "UpstreamRejectedRequest", "UpstreamTimeout", "UpstreamUnavailable"]
+
+
+class ProviderError(Exception):
+    def __init__(self, message: str, *, upstream_status: int | None = None) -> None:
+        self.message = message
+        self.upstream_status = upstream_status
+        super().__init__(message)
+
+
+class UpstreamRejectedRequest(ProviderError):
+    pass
+
+
+class UpstreamUnavailable(ProviderError):
+    pass
+
+
+class UpstreamTimeout(ProviderError):
+    pass

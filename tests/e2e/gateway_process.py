@@ -1,0 +1,111 @@
+"""Run real `gateway serve` processes on free ports for end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+
+__all__ = ["GatewayProcess", "free_port", "start_gateway"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class GatewayProcess:
+    base_url: str
+    env: dict[str, str]
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    api_key: str | None = None
+    keys: dict[str, str] = field(default_factory=dict)
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [sys.executable, "-m", "gateway.cli", *args],
+            env=self.env, cwd=ROOT, capture_output=True, text=True, timeout=60,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"gateway {' '.join(args)} failed: {result.stderr}")
+        return result
+
+    def new_key(self, tenant: str) -> str:
+        return self.cli("keys", "create", "--tenant", tenant).stdout.strip()
+
+    def grant(self, tenant: str, amount: str) -> None:
+        self.cli("credits", "grant", "--tenant", tenant, "--amount", amount, "--reason", "test")
+
+    def logs(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+
+def start_gateway(
+    workdir: Path,
+    config_text: str,
+    *,
+    store_url: str | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> GatewayProcess:
+    workdir.mkdir(parents=True, exist_ok=True)
+    config_path = workdir / "gateway.toml"
+    config_path.write_text(config_text)
+    port = free_port()
+    env = {
+        **os.environ,
+        "GATEWAY_CONFIG": str(config_path),
+        "GATEWAY_DATA_DIR": str(workdir / "data"),
+        "GATEWAY_LOG_LEVEL": "info",
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.pop("GATEWAY_STORE_URL", None)
+    if store_url:
+        env["GATEWAY_STORE_URL"] = store_url
+    env.update(extra_env or {})
+    log_path = workdir / f"gateway-{port}.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+            env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        )
+    gateway = GatewayProcess(
+        base_url=f"http://127.0.0.1:{port}/v1", env=env, process=process, log_path=log_path
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"gateway exited early:\n{gateway.logs()}")
+        try:
+            if httpx.get(f"{gateway.base_url}/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    else:
+        gateway.stop()
+        raise AssertionError(f"gateway did not become healthy:\n{gateway.logs()}")
+    match = re.search(r"API key \(tenant default\): (\S+)", gateway.logs())
+    if match:
+        gateway.api_key = match.group(1)
+    return gateway
