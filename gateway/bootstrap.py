@@ -35,14 +35,25 @@ async def bootstrap_embedded(store: Store, config: GatewayConfig, data_dir: Path
             reason="starting grant of the embedded default",
         )
     key_file = data_dir / "default-api-key"
-    if key_file.exists():
-        key = key_file.read_text().strip()
-        record = await store.get_key(hash_api_key(key))
+    saved = _read_key(key_file)
+    if saved is not None:
+        record = await store.get_key(hash_api_key(saved))
         if record is not None and record.revoked_at is None:
-            return key
+            return saved
     key, _ = await issue_key(store, config, DEFAULT_TENANT)
-    data_dir.mkdir(parents=True, exist_ok=True)
+    _write_key(key_file, key)
+    return key
+
+
+def _read_key(key_file: Path) -> str | None:
+    try:
+        return key_file.read_text().strip() or None
+    except FileNotFoundError:
+        return None
+
+
+def _write_key(key_file: Path, key: str) -> None:
+    key_file.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(key + "\n")
-    return key

@@ -18,7 +18,7 @@ from gateway.billing.money import format_credits, parse_credits
 from gateway.routing.config import ConfigError, GatewayConfig, load_config
 from gateway.settings import Settings
 from gateway.store import store_from_url
-from gateway.store.base import Store
+from gateway.store.base import LedgerKind, Store
 
 __all__ = ["main"]
 
@@ -74,8 +74,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "config":
         models, tenants = len(config.models), len(config.tenants)
-        print(f"{config.path}: ok ({len(config.providers)} providers, {models} models, "
-              f"{tenants} tenants)")
+        print(
+            f"{config.path}: ok ({len(config.providers)} providers, {models} models, "
+            f"{tenants} tenants)"
+        )
         return 0
     if args.command == "serve":
         from gateway.serve import serve
@@ -157,11 +159,13 @@ async def _credits_grant(store: Store, config: GatewayConfig, args: Any) -> int:
         _err("--amount: must not be zero")
         return 2
     entry_id = args.id or f"grant:{secrets.token_hex(12)}"
-    kind = "grant" if units > 0 else "adjustment"
+    kind: LedgerKind = "grant" if units > 0 else "adjustment"
     entry = await store.grant(args.tenant, units, entry_id=entry_id, reason=args.reason, kind=kind)
     print(format_credits(entry.balance_after_units))
-    print(f"{entry.id}: {format_credits(entry.amount_units)} credits to {args.tenant}",
-          file=sys.stderr)
+    print(
+        f"{entry.id}: {format_credits(entry.amount_units)} credits to {args.tenant}",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -45,10 +45,17 @@ def claim_for(
     )
 
 
-def chat_claim(*, tenant: str, key: str | None, body: bytes, lease_seconds: int) -> IdempotencyClaim | None:
+def chat_claim(
+    *, tenant: str, key: str | None, body: bytes, lease_seconds: int
+) -> IdempotencyClaim | None:
     return claim_for(
-        tenant=tenant, method="POST", path="/v1/chat/completions", key=key, body=body,
-        lease_seconds=lease_seconds, invalid=InvalidRequest,
+        tenant=tenant,
+        method="POST",
+        path="/v1/chat/completions",
+        key=key,
+        body=body,
+        lease_seconds=lease_seconds,
+        invalid=InvalidRequest,
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
 from typing import Any
 
 import msgspec
@@ -18,7 +19,7 @@ _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 _encode = msgspec.json.Encoder().encode
 
 
-def _render(_: Any, __: str, event: dict[str, Any]) -> bytes:
+def _render(_: Any, __: str, event: MutableMapping[str, Any]) -> bytes:
     return _encode(event)
 
 

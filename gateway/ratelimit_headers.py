@@ -17,7 +17,7 @@ def format_reset(seconds: float) -> str:
         return f"{max(1, round(seconds * 1000))}ms"
     if seconds < 60:
         return f"{seconds:.3g}s"
-    minutes, rest = divmod(int(math.ceil(seconds)), 60)
+    minutes, rest = divmod(math.ceil(seconds), 60)
     return f"{minutes}m{rest}s"
 
 

@@ -38,8 +38,8 @@ async def open_resources(settings: Settings, config: GatewayConfig) -> AsyncIter
     await store.open()
     providers: dict[str, ChatProvider] = {}
     try:
-        for name, provider in config.providers.items():
-            providers[name] = spec_for(provider.kind).create(name, provider.options)
+        for name, entry in config.providers.items():
+            providers[name] = spec_for(entry.kind).create(name, entry.options)
         router = Router(config, providers)
         gatekeeper = Gatekeeper(store)
         yield Resources(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 
 import uvicorn
@@ -33,7 +34,7 @@ def serve(settings: Settings, config: GatewayConfig) -> int:
     if key is not None:
         print(f"API key (tenant default): {key}", flush=True)
     app = create_app(settings, config)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         uvicorn.run(
             app,
             host=settings.host,
@@ -44,7 +45,5 @@ def serve(settings: Settings, config: GatewayConfig) -> int:
             log_level="warning",
             lifespan="on",
         )
-    except KeyboardInterrupt:
-        pass
     print("Gateway stopped.", file=sys.stderr)
     return 0

@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 from litestar import Request, Response
 
-from gateway.context import SCOPE_KEY
+from gateway.context import SCOPE_KEY, RequestContext
 from gateway.error_mapping import as_gateway_error
 from gateway.errors import ErrorDetail, GatewayError, RateLimited
 from gateway.ids import new_request_id
@@ -60,7 +60,7 @@ def _openai_type(status: int) -> str:
 
 def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
     error = as_gateway_error(exc)
-    ctx = request.scope.get(SCOPE_KEY)  # type: ignore[call-overload]
+    ctx: RequestContext | None = request.scope.get(SCOPE_KEY)  # type: ignore[assignment]
     request_id = ctx.request_id if ctx is not None else new_request_id()
     if ctx is not None:
         ctx.error_code = error.code

@@ -14,7 +14,11 @@ class RawResponse:
     __slots__ = ("body", "headers", "status")
 
     def __init__(
-        self, body: bytes, *, status: int = 200, content_type: bytes = JSON,
+        self,
+        body: bytes,
+        *,
+        status: int = 200,
+        content_type: bytes = JSON,
         headers: list[tuple[bytes, bytes]] | None = None,
     ) -> None:
         self.body = body

@@ -31,9 +31,8 @@ class ChatPrice:
         cached = pricing.cached_input_usd_per_mtok
         return cls(
             input_units_per_mtok=pricing.input_usd_per_mtok * scale,
-            cached_input_units_per_mtok=(
-                pricing.input_usd_per_mtok if cached is None else cached
-            ) * scale,
+            cached_input_units_per_mtok=(pricing.input_usd_per_mtok if cached is None else cached)
+            * scale,
             output_units_per_mtok=pricing.output_usd_per_mtok * scale,
         )
 
@@ -43,7 +42,9 @@ class ChatPrice:
         cost += completion_tokens * self.output_units_per_mtok
         return int((cost / _MILLION).to_integral_value(rounding=ROUND_CEILING))
 
-    def charge_units(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> int:
+    def charge_units(
+        self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0
+    ) -> int:
         cached = min(max(cached_tokens, 0), prompt_tokens)
         cost = (prompt_tokens - cached) * self.input_units_per_mtok
         cost += cached * self.cached_input_units_per_mtok

@@ -52,13 +52,20 @@ class ChatService:
         ctx.model = route.model.id
         plan = plan_call(request, route, len(body))
         claim = chat_claim(
-            tenant=caller.tenant.name, key=idempotency_key, body=body,
+            tenant=caller.tenant.name,
+            key=idempotency_key,
+            body=body,
             lease_seconds=self._hold_seconds,
         )
         completion_id = new_completion_id()
         admitted = await self._gatekeeper.admit(
-            caller, ctx, call_id=completion_id, tokens=plan.tokens_reserved,
-            hold_units=plan.hold_units, hold_seconds=self._hold_seconds, claim=claim,
+            caller,
+            ctx,
+            call_id=completion_id,
+            tokens=plan.tokens_reserved,
+            hold_units=plan.hold_units,
+            hold_seconds=self._hold_seconds,
+            claim=claim,
         )
         if admitted.reply is not None:
             ctx.replayed = True
@@ -133,8 +140,12 @@ class ChatService:
             self._router.mark_down(route)
         if isinstance(exc, ProviderError):
             _log.warning(
-                "upstream_failed", model=route.model.id, provider=route.model.provider,
-                error=type(exc).__name__, upstream_status=exc.upstream_status, detail=exc.message,
+                "upstream_failed",
+                model=route.model.id,
+                provider=route.model.provider,
+                error=type(exc).__name__,
+                upstream_status=exc.upstream_status,
+                detail=exc.message,
             )
         elif isinstance(exc, ModelUnavailable):
             self._router.mark_down(route)
@@ -146,8 +157,14 @@ class _Call:
     __slots__ = ("body_size", "caller", "claim", "completion_id", "ctx", "plan", "route")
 
     def __init__(
-        self, caller: Caller, ctx: RequestContext, completion_id: str, route: Route,
-        plan: ChatPlan, claim: IdempotencyClaim | None, body_size: int,
+        self,
+        caller: Caller,
+        ctx: RequestContext,
+        completion_id: str,
+        route: Route,
+        plan: ChatPlan,
+        claim: IdempotencyClaim | None,
+        body_size: int,
     ) -> None:
         self.caller = caller
         self.ctx = ctx

@@ -108,9 +108,7 @@ class StreamJob:
         reply = None
         if self._kept is not None:
             self._kept.append(tail)
-            reply = StoredReply(
-                status=200, content_type=SSE.decode(), body=b"".join(self._kept)
-            )
+            reply = StoredReply(status=200, content_type=SSE.decode(), body=b"".join(self._kept))
         await self._service.settle(self._call, charge.units, charge.tokens, reply)
         yield tail
 

@@ -88,8 +88,10 @@ def _check(r: ChatRequest) -> list[ErrorDetail]:
         value = getattr(r, name)
         if _set(value) and value < 1:
             bad(name, "must be at least 1")
-    if _set(r.max_tokens) and _set(r.max_completion_tokens) and (
-        r.max_tokens != r.max_completion_tokens
+    if (
+        _set(r.max_tokens)
+        and _set(r.max_completion_tokens)
+        and (r.max_tokens != r.max_completion_tokens)
     ):
         bad("max_tokens", "max_tokens is the legacy name of max_completion_tokens; send one")
     if _set(r.n) and not 1 <= r.n <= 128:  # type: ignore[operator]
@@ -135,13 +137,18 @@ def _check_message(index: int, m: ChatMessage, bad: Any) -> None:
         for position, part in enumerate(content):
             kind = part.get("type")
             if kind not in _PART_TYPES:
-                bad(f"{field}.content[{position}].type", f"must be one of: {', '.join(_PART_TYPES)}")
+                bad(
+                    f"{field}.content[{position}].type", f"must be one of: {', '.join(_PART_TYPES)}"
+                )
             elif kind == "text" and not isinstance(part.get("text"), str):
                 bad(f"{field}.content[{position}].text", "must be a string")
     if m.role in ("system", "developer", "user") and not _set(content):
         bad(f"{field}.content", f"required for role {m.role}")
-    elif m.role == "assistant" and not _set(content) and not _set(m.tool_calls) and not _set(
-        m.function_call
+    elif (
+        m.role == "assistant"
+        and not _set(content)
+        and not _set(m.tool_calls)
+        and not _set(m.function_call)
     ):
         bad(f"{field}.content", "an assistant message needs content or tool_calls")
     elif m.role == "tool" and not _set(m.tool_call_id):

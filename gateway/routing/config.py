@@ -91,7 +91,9 @@ def _build(where: Path, raw: dict[str, Any]) -> GatewayConfig:
             raise _fail(where, f"{field}.id", f"duplicate model id {model.id!r}")
         if model.provider not in providers:
             raise _fail(
-                where, f"{field}.provider", f"unknown provider {model.provider!r}; declare it "
+                where,
+                f"{field}.provider",
+                f"unknown provider {model.provider!r}; declare it "
                 f"under [providers.{model.provider}]",
             )
         if model.markup < 0 or model.max_output_tokens < 1:
@@ -110,9 +112,7 @@ def _build(where: Path, raw: dict[str, Any]) -> GatewayConfig:
     tenants = {
         name: _tenant(where, name, entry, file, models) for name, entry in file.tenants.items()
     }
-    return GatewayConfig(
-        path=where, file=file, providers=providers, models=models, tenants=tenants
-    )
+    return GatewayConfig(path=where, file=file, providers=providers, models=models, tenants=tenants)
 
 
 def _providers(where: Path, file: ConfigFile) -> dict[str, ProviderConfig]:
@@ -122,7 +122,7 @@ def _providers(where: Path, file: ConfigFile) -> dict[str, ProviderConfig]:
         options = dict(table)
         kind = options.pop("kind", None)
         if not isinstance(kind, str):
-            raise _fail(where, f"{field}.kind", "missing: name the adapter, e.g. kind = \"openai\"")
+            raise _fail(where, f"{field}.kind", 'missing: name the adapter, e.g. kind = "openai"')
         try:
             spec = spec_for(kind)
         except KeyError as exc:
@@ -135,9 +135,10 @@ def _providers(where: Path, file: ConfigFile) -> dict[str, ProviderConfig]:
 def _check_pricing(where: Path, field: str, model: ModelEntry) -> None:
     pricing = model.pricing
     numbers = [pricing.input_usd_per_mtok, pricing.output_usd_per_mtok]
-    numbers += [pricing.cached_input_usd_per_mtok or Decimal(0), pricing.credits_per_task or 0]
+    numbers += [pricing.cached_input_usd_per_mtok or Decimal(0)]
+    numbers += [pricing.credits_per_task or Decimal(0)]
     numbers += list(pricing.credits_per_image.values())
-    if any(Decimal(n) < 0 for n in numbers):
+    if any(n < 0 for n in numbers):
         raise _fail(where, f"{field}.pricing", "prices cannot be negative")
     if model.capability in ("text_to_image", "image_to_image") and not pricing.credits_per_image:
         raise _fail(where, f"{field}.pricing.credits_per_image", "required for image models")
@@ -156,8 +157,10 @@ def _tenant(
                 raise _fail(where, f"{field}.models[{position}]", f"unknown model {model_id!r}")
         allowed = frozenset(entry.models)
     rpm = entry.requests_per_minute or file.limits.requests_per_minute
-    tpm = entry.tokens_per_minute if entry.tokens_per_minute is not None else (
-        file.limits.tokens_per_minute
+    tpm = (
+        entry.tokens_per_minute
+        if entry.tokens_per_minute is not None
+        else (file.limits.tokens_per_minute)
     )
     if rpm < 1 or tpm < 0:
         raise _fail(where, field, "requests_per_minute must be >= 1, tokens_per_minute >= 0")

@@ -36,7 +36,9 @@ class Router:
     def __init__(self, config: GatewayConfig, providers: dict[str, ChatProvider]) -> None:
         self._config = config
         self._routes = {
-            model.id: Route(model=model, provider=providers[model.provider], price=ChatPrice.of(model))
+            model.id: Route(
+                model=model, provider=providers[model.provider], price=ChatPrice.of(model)
+            )
             for model in config.models.values()
             if model.provider in providers
         }
@@ -60,7 +62,9 @@ class Router:
         chain = self._config.file.routing.auto.get(capability, [])  # type: ignore[call-overload]
         candidates = [self._routes[m] for m in chain if m in self._routes and tenant.may_use(m)]
         if not candidates:
-            raise ModelUnavailable(f"No {capability} model is available to 'auto' for this account.")
+            raise ModelUnavailable(
+                f"No {capability} model is available to 'auto' for this account."
+            )
         now = time.monotonic()
         for route in candidates:
             if self._down_until.get(route.model.provider, 0.0) <= now:

@@ -23,21 +23,21 @@ Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 
 class ChatMessage(msgspec.Struct, kw_only=True, omit_defaults=True):
     role: Role
-    content: str | list[dict[str, Any]] | None | UnsetType = UNSET
+    content: str | list[dict[str, Any]] | UnsetType | None = UNSET
     name: str | UnsetType = UNSET
     tool_calls: list[dict[str, Any]] | UnsetType = UNSET
     tool_call_id: str | UnsetType = UNSET
-    refusal: str | None | UnsetType = UNSET
-    reasoning_content: str | None | UnsetType = UNSET
-    audio: dict[str, Any] | None | UnsetType = UNSET
-    function_call: dict[str, Any] | None | UnsetType = UNSET
+    refusal: str | UnsetType | None = UNSET
+    reasoning_content: str | UnsetType | None = UNSET
+    audio: dict[str, Any] | UnsetType | None = UNSET
+    function_call: dict[str, Any] | UnsetType | None = UNSET
 
 
 class FunctionDefinition(msgspec.Struct, kw_only=True, omit_defaults=True):
     name: str
     description: str | UnsetType = UNSET
     parameters: dict[str, Any] | UnsetType = UNSET
-    strict: bool | None | UnsetType = UNSET
+    strict: bool | UnsetType | None = UNSET
 
 
 class ToolDefinition(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -53,34 +53,34 @@ class StreamOptions(msgspec.Struct, kw_only=True, omit_defaults=True):
 class ChatRequest(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
     model: str
     messages: list[ChatMessage]
-    temperature: float | None | UnsetType = UNSET
-    top_p: float | None | UnsetType = UNSET
-    max_tokens: int | None | UnsetType = UNSET
-    max_completion_tokens: int | None | UnsetType = UNSET
-    n: int | None | UnsetType = UNSET
-    seed: int | None | UnsetType = UNSET
-    stop: str | list[str] | None | UnsetType = UNSET
-    stream: bool | None | UnsetType = UNSET
-    stream_options: StreamOptions | None | UnsetType = UNSET
-    frequency_penalty: float | None | UnsetType = UNSET
-    presence_penalty: float | None | UnsetType = UNSET
-    logit_bias: dict[str, float] | None | UnsetType = UNSET
-    logprobs: bool | None | UnsetType = UNSET
-    top_logprobs: int | None | UnsetType = UNSET
+    temperature: float | UnsetType | None = UNSET
+    top_p: float | UnsetType | None = UNSET
+    max_tokens: int | UnsetType | None = UNSET
+    max_completion_tokens: int | UnsetType | None = UNSET
+    n: int | UnsetType | None = UNSET
+    seed: int | UnsetType | None = UNSET
+    stop: str | list[str] | UnsetType | None = UNSET
+    stream: bool | UnsetType | None = UNSET
+    stream_options: StreamOptions | UnsetType | None = UNSET
+    frequency_penalty: float | UnsetType | None = UNSET
+    presence_penalty: float | UnsetType | None = UNSET
+    logit_bias: dict[str, float] | UnsetType | None = UNSET
+    logprobs: bool | UnsetType | None = UNSET
+    top_logprobs: int | UnsetType | None = UNSET
     tools: list[ToolDefinition] | UnsetType = UNSET
     tool_choice: str | dict[str, Any] | UnsetType = UNSET
     parallel_tool_calls: bool | UnsetType = UNSET
     response_format: dict[str, Any] | UnsetType = UNSET
-    reasoning_effort: str | None | UnsetType = UNSET
-    audio: dict[str, Any] | None | UnsetType = UNSET
-    modalities: list[str] | None | UnsetType = UNSET
-    metadata: dict[str, str] | None | UnsetType = UNSET
-    store: bool | None | UnsetType = UNSET
-    service_tier: str | None | UnsetType = UNSET
+    reasoning_effort: str | UnsetType | None = UNSET
+    audio: dict[str, Any] | UnsetType | None = UNSET
+    modalities: list[str] | UnsetType | None = UNSET
+    metadata: dict[str, str] | UnsetType | None = UNSET
+    store: bool | UnsetType | None = UNSET
+    service_tier: str | UnsetType | None = UNSET
     safety_identifier: str | UnsetType = UNSET
     prompt_cache_key: str | UnsetType = UNSET
     user: str | UnsetType = UNSET
-    prediction: dict[str, Any] | None | UnsetType = UNSET
-    verbosity: str | None | UnsetType = UNSET
+    prediction: dict[str, Any] | UnsetType | None = UNSET
+    verbosity: str | UnsetType | None = UNSET
     web_search_options: dict[str, Any] | UnsetType = UNSET
     model_options: dict[str, Any] | UnsetType = UNSET

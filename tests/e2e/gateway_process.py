@@ -36,7 +36,11 @@ class GatewayProcess:
     def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
             [sys.executable, "-m", "gateway.cli", *args],
-            env=self.env, cwd=ROOT, capture_output=True, text=True, timeout=60,
+            env=self.env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         if check and result.returncode != 0:
             raise AssertionError(f"gateway {' '.join(args)} failed: {result.stderr}")
@@ -86,8 +90,20 @@ def start_gateway(
     log_path = workdir / f"gateway-{port}.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-            env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "gateway.cli",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            env=env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
     gateway = GatewayProcess(
         base_url=f"http://127.0.0.1:{port}/v1", env=env, process=process, log_path=log_path

@@ -46,9 +46,7 @@ def test_auto_reports_the_model_that_handled_it(client: openai.OpenAI) -> None:
 
 
 def test_max_tokens_is_honoured_as_max_completion_tokens(client: openai.OpenAI) -> None:
-    completion = client.chat.completions.create(
-        model="sim-chat-1", messages=MESSAGES, max_tokens=2
-    )
+    completion = client.chat.completions.create(model="sim-chat-1", messages=MESSAGES, max_tokens=2)
     assert completion.usage is not None and completion.usage.completion_tokens <= 2
     assert completion.choices[0].finish_reason == "length"
 
@@ -56,7 +54,9 @@ def test_max_tokens_is_honoured_as_max_completion_tokens(client: openai.OpenAI) 
 def test_stream_is_reassembled_by_the_sdk(client: openai.OpenAI) -> None:
     sync = client.chat.completions.create(model="sim-chat-1", messages=MESSAGES)
     stream = client.chat.completions.create(
-        model="sim-chat-1", messages=MESSAGES, stream=True,
+        model="sim-chat-1",
+        messages=MESSAGES,
+        stream=True,
         stream_options={"include_usage": True},
     )
     chunks = list(stream)
@@ -96,9 +96,7 @@ def test_raw_stream_wire_format(gateway: GatewayProcess) -> None:
     assert events[-1] == "data: [DONE]"
 
 
-def test_models_list_is_the_tenants_view(
-    client: openai.OpenAI, gateway: GatewayProcess
-) -> None:
+def test_models_list_is_the_tenants_view(client: openai.OpenAI, gateway: GatewayProcess) -> None:
     ids = {m.id for m in client.models.list()}
     assert {"sim-chat-1", "sim-chat-pro", "sim-slow"} <= ids
     gateway.grant("narrow", "100")
@@ -120,8 +118,10 @@ def test_models_list_is_the_tenants_view(
         ({"extra_body": {"not_a_field": 1}}, "not_a_field"),
         ({"messages": [{"role": "robot", "content": "hi"}]}, "messages[0].role"),
         ({"messages": []}, "messages"),
-        ({"tools": [{"type": "function", "function": {"name": "bad name!"}}]},
-         "tools[0].function.name"),
+        (
+            {"tools": [{"type": "function", "function": {"name": "bad name!"}}]},
+            "tools[0].function.name",
+        ),
         ({"max_tokens": 0}, "max_tokens"),
         ({"max_completion_tokens": 100000}, "body"),
     ],

@@ -33,11 +33,17 @@ def test_health_needs_no_key(gateway: GatewayProcess) -> None:
 
 
 def test_client_request_id_is_echoed_when_well_formed(gateway: GatewayProcess) -> None:
-    ok = httpx.post(f"{gateway.base_url}/chat/completions", json=CHAT,
-                    headers={**auth(gateway), "X-Request-Id": "client-123.abc:def"})
+    ok = httpx.post(
+        f"{gateway.base_url}/chat/completions",
+        json=CHAT,
+        headers={**auth(gateway), "X-Request-Id": "client-123.abc:def"},
+    )
     assert ok.headers["x-request-id"] == "client-123.abc:def"
-    bad = httpx.post(f"{gateway.base_url}/chat/completions", json=CHAT,
-                     headers={**auth(gateway), "X-Request-Id": "has spaces!"})
+    bad = httpx.post(
+        f"{gateway.base_url}/chat/completions",
+        json=CHAT,
+        headers={**auth(gateway), "X-Request-Id": "has spaces!"},
+    )
     assert bad.headers["x-request-id"].startswith("req_")
     assert len(bad.headers["x-request-id"]) >= 4 + 32
 
@@ -56,15 +62,18 @@ def test_revoked_key_is_401_at_once(gateway: GatewayProcess) -> None:
     headers = {"Authorization": f"Bearer {key}"}
     assert httpx.get(f"{gateway.base_url}/models", headers=headers).status_code == 200
     assert gateway.cli("keys", "revoke", key).stdout.strip() == "revoked"
-    assert_envelope(httpx.get(f"{gateway.base_url}/models", headers=headers), 401,
-                    "invalid_api_key")
+    assert_envelope(
+        httpx.get(f"{gateway.base_url}/models", headers=headers), 401, "invalid_api_key"
+    )
 
 
 def test_unknown_path_and_wrong_method(gateway: GatewayProcess) -> None:
-    assert_envelope(httpx.get(f"{gateway.base_url}/nope", headers=auth(gateway)), 404,
-                    "not_found")
-    assert_envelope(httpx.get(f"{gateway.base_url}/chat/completions", headers=auth(gateway)),
-                    405, "method_not_allowed")
+    assert_envelope(httpx.get(f"{gateway.base_url}/nope", headers=auth(gateway)), 404, "not_found")
+    assert_envelope(
+        httpx.get(f"{gateway.base_url}/chat/completions", headers=auth(gateway)),
+        405,
+        "method_not_allowed",
+    )
 
 
 def test_planned_endpoints_are_501(gateway: GatewayProcess) -> None:
@@ -75,13 +84,29 @@ def test_planned_endpoints_are_501(gateway: GatewayProcess) -> None:
 
 def test_non_json_bodies(gateway: GatewayProcess) -> None:
     url = f"{gateway.base_url}/chat/completions"
-    assert_envelope(httpx.post(url, content=b"{not json", headers={
-        **auth(gateway), "Content-Type": "application/json"}), 400, "invalid_request")
-    assert_envelope(httpx.post(url, content=b"model=x", headers={
-        **auth(gateway), "Content-Type": "application/x-www-form-urlencoded"}), 415,
-        "unsupported_media_type")
-    assert_envelope(httpx.post(url, content=b"[1,2]", headers={
-        **auth(gateway), "Content-Type": "application/json"}), 400, "invalid_request")
+    assert_envelope(
+        httpx.post(
+            url, content=b"{not json", headers={**auth(gateway), "Content-Type": "application/json"}
+        ),
+        400,
+        "invalid_request",
+    )
+    assert_envelope(
+        httpx.post(
+            url,
+            content=b"model=x",
+            headers={**auth(gateway), "Content-Type": "application/x-www-form-urlencoded"},
+        ),
+        415,
+        "unsupported_media_type",
+    )
+    assert_envelope(
+        httpx.post(
+            url, content=b"[1,2]", headers={**auth(gateway), "Content-Type": "application/json"}
+        ),
+        400,
+        "invalid_request",
+    )
 
 
 def test_rate_limit_headers_on_chat(gateway: GatewayProcess) -> None:

@@ -29,8 +29,9 @@ def ledger(gateway: GatewayProcess, key: str) -> list[dict[str, object]]:
     after = None
     while True:
         params = {"limit": "2", **({"after": after} if after else {})}
-        page = httpx.get(f"{gateway.base_url}/wallet/ledger", params=params,
-                         headers=headers_for(key)).json()
+        page = httpx.get(
+            f"{gateway.base_url}/wallet/ledger", params=params, headers=headers_for(key)
+        ).json()
         entries += page["data"]
         if not page["has_more"]:
             return entries
@@ -54,7 +55,7 @@ def test_charges_match_usage_and_the_ledger_sums_to_the_balance(gateway: Gateway
     assert completion.usage is not None
     usage = completion.usage
     # sim-chat-1 in the test config: 5 / 15 USD per million tokens, markup 1200.
-    expected = (Decimal(usage.prompt_tokens) * 5 + Decimal(usage.completion_tokens) * 15)
+    expected = Decimal(usage.prompt_tokens) * 5 + Decimal(usage.completion_tokens) * 15
     expected = (expected / 1_000_000 * 1200).quantize(Decimal("0.0001"))
     assert Decimal((usage.model_extra or {})["credits"]) == expected
     after = Decimal(wallet(gateway, key)["balance_credits"])
@@ -70,11 +71,20 @@ def test_insufficient_credits_is_402_and_costs_nothing(gateway: GatewayProcess) 
     key = gateway.new_key("poor")
     balance = wallet(gateway, key)["balance_credits"]
     if Decimal(balance) != 0:
-        gateway.cli("credits", "grant", "--tenant", "poor", "--amount", f"{-Decimal(balance)}",
-                    "--reason", "drain")
+        gateway.cli(
+            "credits",
+            "grant",
+            "--tenant",
+            "poor",
+            "--amount",
+            f"{-Decimal(balance)}",
+            "--reason",
+            "drain",
+        )
     body = {"model": "sim-chat-1", "messages": MESSAGES, "max_tokens": 250}
-    response = httpx.post(f"{gateway.base_url}/chat/completions", json=body,
-                          headers=headers_for(key))
+    response = httpx.post(
+        f"{gateway.base_url}/chat/completions", json=body, headers=headers_for(key)
+    )
     assert response.status_code == 402
     assert response.json()["error"]["code"] == "insufficient_credits"
     assert wallet(gateway, key)["balance_credits"] == "0.0000"
@@ -94,11 +104,15 @@ def test_idempotent_chat_is_replayed_and_charged_once(gateway: GatewayProcess) -
     assert second.json() == first.json()
     assert wallet(gateway, key)["balance_credits"] == balance
     reordered = {"messages": MESSAGES, "model": "sim-chat-1"}
-    third = httpx.post(url, json=reordered,
-                       headers=headers_for(key, **{"Idempotency-Key": "idem-1"}))
+    third = httpx.post(
+        url, json=reordered, headers=headers_for(key, **{"Idempotency-Key": "idem-1"})
+    )
     assert third.headers["idempotent-replayed"] == "true"
-    other = httpx.post(url, json={**body, "max_tokens": 3},
-                       headers=headers_for(key, **{"Idempotency-Key": "idem-1"}))
+    other = httpx.post(
+        url,
+        json={**body, "max_tokens": 3},
+        headers=headers_for(key, **{"Idempotency-Key": "idem-1"}),
+    )
     assert other.status_code == 422
     assert other.json()["error"]["code"] == "idempotency_key_reused"
 
@@ -106,8 +120,10 @@ def test_idempotent_chat_is_replayed_and_charged_once(gateway: GatewayProcess) -
 def test_failed_call_releases_the_idempotency_key(gateway: GatewayProcess) -> None:
     key = gateway.api_key or ""
     url = f"{gateway.base_url}/chat/completions"
-    failing = {"model": "sim-chat-1",
-               "messages": [{"role": "user", "content": "x [[sim:fail=503]]"}]}
+    failing = {
+        "model": "sim-chat-1",
+        "messages": [{"role": "user", "content": "x [[sim:fail=503]]"}],
+    }
     headers = headers_for(key, **{"Idempotency-Key": "idem-fail"})
     assert httpx.post(url, json=failing, headers=headers).status_code == 503
     again = httpx.post(url, json=failing, headers=headers)
@@ -118,8 +134,12 @@ def test_failed_call_releases_the_idempotency_key(gateway: GatewayProcess) -> No
 def test_streamed_reply_is_replayed_as_a_stream(gateway: GatewayProcess) -> None:
     key = gateway.api_key or ""
     url = f"{gateway.base_url}/chat/completions"
-    body = {"model": "sim-chat-1", "messages": MESSAGES, "stream": True,
-            "stream_options": {"include_usage": True}}
+    body = {
+        "model": "sim-chat-1",
+        "messages": MESSAGES,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     headers = headers_for(key, **{"Idempotency-Key": "idem-stream"})
     first = httpx.post(url, json=body, headers=headers)
     second = httpx.post(url, json=body, headers=headers)

@@ -1,0 +1,35 @@
+"""Pick the store backend from a URL (the `GATEWAY_STORE_URL` kind of setting).
+
+sqlite:///relative/path.db      a file relative to the working directory
+sqlite:////abs/path.db          an absolute path (the parent folder is created)
+redis://host:port/db            Redis (also rediss:// for TLS)
+"""
+
+from __future__ import annotations
+
+from gateway.store.base import Store
+from gateway.store.redis import RedisStore
+from gateway.store.sqlite import SqliteStore
+
+__all__ = ["store_from_url"]
+
+_SQLITE = "sqlite:///"
+_REDIS = ("redis://", "rediss://")
+
+
+def store_from_url(url: str) -> Store:
+    """The (unopened) store for `url`; ValueError for a scheme or path it cannot use."""
+    if url.startswith(_SQLITE):
+        path = url.removeprefix(_SQLITE)
+        if not path or path.endswith("/"):
+            raise ValueError(
+                f"sqlite store URL needs a file path, e.g. sqlite:///gateway.db: {url!r}"
+            )
+        return SqliteStore(path)
+    if url.startswith(_REDIS):
+        return RedisStore(url)
+    scheme = url.split("://", 1)[0] if "://" in url else url
+    raise ValueError(
+        f"unsupported store URL scheme {scheme!r}: use sqlite:///relative.db, "
+        "sqlite:////absolute/path.db, redis://host:port/db or rediss://host:port/db"
+    )

@@ -1,0 +1,73 @@
+"""The SSE parser: framing that real upstreams and proxies produce, however the bytes are cut."""
+
+from __future__ import annotations
+
+import pytest
+
+from providers.sse import SSEDecoder
+
+
+def feed_all(*chunks: bytes) -> list[bytes]:
+    decoder = SSEDecoder()
+    events: list[bytes] = []
+    for chunk in chunks:
+        events += decoder.feed(chunk)
+    return events + decoder.flush()
+
+
+def test_one_event_per_chunk() -> None:
+    assert feed_all(b'data: {"a":1}\n\n', b'data: {"b":2}\n\n') == [b'{"a":1}', b'{"b":2}']
+
+
+def test_several_events_in_one_chunk_and_a_kept_tail() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: 1\n\ndata: 2\n\ndata: 3") == [b"1", b"2"]
+    assert decoder.feed(b"\n\n") == [b"3"]
+
+
+STREAM = (
+    b': keep-alive comment\n\ndata: {"id":1}\n\nevent: message\nid: 7\ndata: {"id":2}\n\n'
+    b"data: line one\ndata: line two\n\ndata:no-space\n\ndata\n\nretry: 10\n\n"
+)
+EXPECTED = [b'{"id":1}', b'{"id":2}', b"line one\nline two", b"no-space", b""]
+
+
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n", b"\r"])
+def test_every_split_point_gives_the_same_events(newline: bytes) -> None:
+    stream = STREAM.replace(b"\n", newline)
+    assert feed_all(stream) == EXPECTED
+    for cut in range(1, len(stream)):
+        assert feed_all(stream[:cut], stream[cut:]) == EXPECTED, cut
+
+
+def test_byte_by_byte_crlf() -> None:
+    stream = STREAM.replace(b"\n", b"\r\n")
+    assert feed_all(*(stream[i : i + 1] for i in range(len(stream)))) == EXPECTED
+
+
+def test_crlf_split_between_cr_and_lf_is_one_line_end() -> None:
+    # Were the lone CR taken as a line end, the LF would make a blank line and split the event.
+    assert feed_all(b"data: a\r", b"\ndata: b\r\n\r\n") == [b"a\nb"]
+
+
+def test_done_ends_the_stream() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: 1\n\ndata: [DONE]\n\ndata: 2\n\n") == [b"1"]
+    assert decoder.done
+    assert decoder.feed(b"data: 3\n\n") == []
+    assert decoder.flush() == []
+
+
+def test_flush_returns_a_last_event_without_its_blank_line() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: 1\n\ndata: 2") == [b"1"]
+    assert decoder.flush() == [b"2"]
+    assert decoder.flush() == []
+
+
+def test_blocks_without_data_are_not_events() -> None:
+    assert feed_all(b": ping\n\nevent: x\n\n\n\n\ndata: y\n\n") == [b"y"]
+
+
+def test_only_one_leading_space_is_stripped() -> None:
+    assert feed_all(b"data:  two spaces\n\n") == [b" two spaces"]
