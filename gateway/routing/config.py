@@ -80,7 +80,14 @@ def _convert(where: Path, raw: Any, type_: type[Any], prefix: str) -> Any:
 
 
 def _build(where: Path, raw: dict[str, Any]) -> GatewayConfig:
+    tables = raw.pop("tenants", {})
+    if not isinstance(tables, dict):
+        raise _fail(where, "tenants", "must be a table of [tenants.NAME] entries")
     file: ConfigFile = _convert(where, raw, ConfigFile, "")
+    file.tenants = {
+        name: _convert(where, table, TenantEntry, f"tenants.{name}")
+        for name, table in tables.items()
+    }
     providers = _providers(where, file)
     models: dict[str, ModelEntry] = {}
     for index, model in enumerate(file.models):

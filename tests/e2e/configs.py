@@ -6,6 +6,7 @@ SIMULATOR_CONFIG = """
 [gateway]
 starting_grant_credits = 1000
 hold_seconds = 60
+max_body_bytes = 65536
 
 [limits]
 requests_per_minute = 100000

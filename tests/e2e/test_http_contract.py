@@ -148,3 +148,20 @@ def test_tokens_per_minute_limit(gateway: GatewayProcess) -> None:
     assert_envelope(second, 429, "rate_limited")
     small = httpx.post(url, json={**CHAT, "max_tokens": 5}, headers=headers)
     assert small.status_code == 200
+
+
+def test_oversized_body_is_413(gateway: GatewayProcess) -> None:
+    big = {**CHAT, "messages": [{"role": "user", "content": "x" * 70_000}]}
+    response = httpx.post(f"{gateway.base_url}/chat/completions", json=big, headers=auth(gateway))
+    assert_envelope(response, 413, "payload_too_large")
+
+
+@pytest.mark.parametrize("key", ["k" * 256, "caf\u00e9"])
+def test_malformed_idempotency_keys_are_400_on_chat(gateway: GatewayProcess, key: str) -> None:
+    response = httpx.post(
+        f"{gateway.base_url}/chat/completions",
+        json=CHAT,
+        headers={**auth(gateway), "Idempotency-Key": key.encode()},  # type: ignore[dict-item]
+    )
+    error = assert_envelope(response, 400, "invalid_request")
+    assert error["details"] == [{"field": "Idempotency-Key", "message": "1 to 255 printable ASCII"}]

@@ -1,19 +1,16 @@
 """`RedisStore`: the store on Redis, each atomic operation one Lua script (one round trip).
 
 Scripts use Redis server time, so gateway replicas sharing one Redis agree on every bucket,
-lease and hold. Values the scripts only carry (replies) are msgpack made by msgspec here;
-ledger entries are msgpack arrays made by the scripts (`cmsgpack`) and decoded here.
-Connection failures and timeouts become `StoreUnavailable` at this boundary.
+lease and hold; `codec.py` decodes what they return. Connection failures and timeouts become
+`StoreUnavailable` at this boundary.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from typing import Any
 
-import msgspec
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
@@ -25,18 +22,22 @@ from redis.typing import EncodableT, FieldT
 from gateway.errors import StoreUnavailable
 from gateway.store.base import (
     Admission,
-    AdmissionOutcome,
     AdmissionResult,
     ApiKeyRecord,
     LedgerEntry,
     LedgerKind,
     LedgerPage,
-    RateLimits,
-    RateState,
     Release,
     Settlement,
-    StoredReply,
     Wallet,
+)
+from gateway.store.redis.codec import (
+    KEY_FIELDS,
+    admission_result,
+    decode_entry,
+    encode_reply,
+    key_record,
+    text,
 )
 from gateway.store.redis.keys import RedisKeys, charge_entry_id, hold_id
 from gateway.store.redis.scripts import Scripts
@@ -47,56 +48,6 @@ _DONE_TTL_SECONDS = 86_400
 """How long a settled/released call is remembered, so its tokens are reconciled only once."""
 
 _STORE_ERRORS = (RedisConnectionError, RedisTimeoutError)
-_OUTCOMES = {o.value.encode(): o for o in AdmissionOutcome}
-_reply_encoder = msgspec.msgpack.Encoder()
-_reply_decoder = msgspec.msgpack.Decoder(StoredReply)
-
-
-class _PackedEntry(msgspec.Struct, array_like=True, frozen=True):
-    """A ledger entry as `append_entry` in common.lua packs it ('' stands for None)."""
-
-    id: str
-    tenant: str
-    kind: LedgerKind
-    amount: int
-    balance_after: int
-    created_at: float
-    reason: str
-    task_id: str
-    request_id: str
-
-    def entry(self) -> LedgerEntry:
-        return LedgerEntry(
-            id=self.id,
-            tenant=self.tenant,
-            kind=self.kind,
-            amount_units=self.amount,
-            balance_after_units=self.balance_after,
-            created_at=self.created_at,
-            reason=self.reason,
-            task_id=self.task_id or None,
-            request_id=self.request_id or None,
-        )
-
-
-_entry_decoder = msgspec.msgpack.Decoder(_PackedEntry)
-
-
-def _rate_state(limits: RateLimits, r: float, t: float, need: int, limited: bool) -> RateState:
-    """The x-ratelimit-* view of the two buckets after a step (same arithmetic as SQLite)."""
-    rpm, tpm = limits.requests_per_minute, limits.tokens_per_minute
-    retry = 0.0
-    if limited:
-        retry = (1 - r) * 60 / rpm if rpm > 0 and r < 1 else (need - t) * 60 / tpm
-    return RateState(
-        limit_requests=max(rpm, 0),
-        remaining_requests=max(0, math.floor(r)) if rpm > 0 else 0,
-        reset_requests_seconds=(rpm - r) * 60 / rpm if rpm > 0 and r < rpm else 0.0,
-        limit_tokens=max(tpm, 0),
-        remaining_tokens=max(0, math.floor(t)) if tpm > 0 else 0,
-        reset_tokens_seconds=(tpm - t) * 60 / tpm if tpm > 0 and t < tpm else 0.0,
-        retry_after_seconds=retry,
-    )
 
 
 class RedisStore:
@@ -193,12 +144,10 @@ class RedisStore:
 
     async def get_key(self, key_hash: str) -> ApiKeyRecord | None:
         try:
-            fields = await self.client.hmget(
-                self.keys.api_key(key_hash), ["key_id", "tenant", "created_at", "revoked_at"]
-            )
+            fields = await self.client.hmget(self.keys.api_key(key_hash), KEY_FIELDS)
         except _STORE_ERRORS as exc:
             raise StoreUnavailable() from exc
-        return _key_record(fields)
+        return key_record(fields)
 
     async def revoke_key(self, key_id: str) -> bool:
         try:
@@ -207,7 +156,7 @@ class RedisStore:
                 return False
             # HSETNX keeps the first revocation time: revoking twice changes nothing.
             await self.client.hsetnx(
-                self.keys.api_key(_text(key_hash)), "revoked_at", repr(time.time())
+                self.keys.api_key(text(key_hash)), "revoked_at", repr(time.time())
             )
         except _STORE_ERRORS as exc:
             raise StoreUnavailable() from exc
@@ -220,14 +169,11 @@ class RedisStore:
                 return []
             async with self.client.pipeline(transaction=False) as pipe:
                 for key_hash in hashes:
-                    pipe.hmget(
-                        self.keys.api_key(_text(key_hash)),
-                        ["key_id", "tenant", "created_at", "revoked_at"],
-                    )
+                    pipe.hmget(self.keys.api_key(text(key_hash)), KEY_FIELDS)
                 rows = await pipe.execute()
         except _STORE_ERRORS as exc:
             raise StoreUnavailable() from exc
-        records = (_key_record(fields) for fields in rows)
+        records = (key_record(fields) for fields in rows)
         return [r for r in records if r is not None and r.tenant == tenant]
 
     # Request path -------------------------------------------------------------------------
@@ -257,23 +203,12 @@ class RedisStore:
                 admission.call_id,
             ),
         )
-        outcome = _OUTCOMES[res[0]]
-        tpm = limits.tokens_per_minute
-        need = min(admission.tokens, tpm) if tpm > 0 else 0
-        rate = _rate_state(
-            limits,
-            float(res[2]),
-            float(res[3]),
-            need,
-            outcome is AdmissionOutcome.RATE_LIMITED,
-        )
-        reply = _reply_decoder.decode(res[4]) if len(res) > 4 else None
-        return AdmissionResult(outcome=outcome, rate=rate, reply=reply, available_units=res[1])
+        return admission_result(res, limits, admission.tokens)
 
     async def settle(self, settlement: Settlement) -> int:
         k, s, claim = self.keys, settlement, settlement.idempotency
         mode = 0 if claim is None else (2 if s.reply is not None else 1)
-        reply = _reply_encoder.encode(s.reply) if s.reply is not None else b""
+        reply = encode_reply(s.reply) if s.reply is not None else b""
         balance: int = await self._eval(
             self._s.settle,
             (
@@ -346,7 +281,7 @@ class RedisStore:
             (k.wallet(tenant), k.ledger(tenant), k.ledger_order(tenant)),
             (entry_id, tenant, kind, amount_units, reason),
         )
-        return _entry_decoder.decode(packed).entry()
+        return decode_entry(packed)
 
     async def wallet(self, tenant: str) -> Wallet:
         k = self.keys
@@ -362,21 +297,5 @@ class RedisStore:
         res = await self._eval(
             self._s.ledger, (k.ledger(tenant), k.ledger_order(tenant)), (limit, after or "")
         )
-        entries = [_entry_decoder.decode(packed).entry() for packed in res[1:]]
+        entries = [decode_entry(packed) for packed in res[1:]]
         return LedgerPage(entries=entries, has_more=res[0] == 1)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _key_record(fields: Sequence[bytes | str | None]) -> ApiKeyRecord | None:
-    key_id, tenant, created_at, revoked_at = fields
-    if key_id is None or tenant is None or created_at is None:
-        return None
-    return ApiKeyRecord(
-        key_id=_text(key_id),
-        tenant=_text(tenant),
-        created_at=float(created_at),
-        revoked_at=float(revoked_at) if revoked_at is not None else None,
-    )

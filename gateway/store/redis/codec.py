@@ -1,0 +1,123 @@
+"""Turning what the scripts and commands return into the store's types, and replies into bytes.
+
+Scripts return bucket levels as exact decimal strings (a Lua number would reach the client
+truncated to an integer), ledger entries as msgpack arrays packed by `append_entry` in
+common.lua, and stored replies as the msgpack bytes `encode_reply` made.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from gateway.store.base import (
+    AdmissionOutcome,
+    AdmissionResult,
+    ApiKeyRecord,
+    LedgerEntry,
+    LedgerKind,
+    RateLimits,
+    RateState,
+    StoredReply,
+)
+
+__all__ = ["KEY_FIELDS", "admission_result", "decode_entry", "encode_reply", "key_record", "text"]
+
+KEY_FIELDS = ("key_id", "tenant", "created_at", "revoked_at")
+"""The fields of an API key hash, in the order `key_record` reads them."""
+
+_OUTCOMES = {o.value.encode(): o for o in AdmissionOutcome}
+_reply_encoder = msgspec.msgpack.Encoder()
+_reply_decoder = msgspec.msgpack.Decoder(StoredReply)
+
+
+class _PackedEntry(msgspec.Struct, array_like=True, frozen=True):
+    """A ledger entry as common.lua packs it ('' stands for None)."""
+
+    id: str
+    tenant: str
+    kind: LedgerKind
+    amount: int
+    balance_after: int
+    created_at: float
+    reason: str
+    task_id: str
+    request_id: str
+
+
+_entry_decoder = msgspec.msgpack.Decoder(_PackedEntry)
+
+
+def encode_reply(reply: StoredReply) -> bytes:
+    return _reply_encoder.encode(reply)
+
+
+def decode_entry(packed: bytes) -> LedgerEntry:
+    e = _entry_decoder.decode(packed)
+    return LedgerEntry(
+        id=e.id,
+        tenant=e.tenant,
+        kind=e.kind,
+        amount_units=e.amount,
+        balance_after_units=e.balance_after,
+        created_at=e.created_at,
+        reason=e.reason,
+        task_id=e.task_id or None,
+        request_id=e.request_id or None,
+    )
+
+
+def _to_full(level: float, capacity: int) -> float:
+    return (capacity - level) * 60 / capacity if capacity > 0 and level < capacity else 0.0
+
+
+def rate_state(limits: RateLimits, r: float, t: float, need: int, limited: bool) -> RateState:
+    """The x-ratelimit-* view of both buckets (the arithmetic of sqlite/buckets.py, kept equal
+    by the contract suite; the backends share no code)."""
+    rpm, tpm = limits.requests_per_minute, limits.tokens_per_minute
+    retry = 0.0
+    if limited:
+        retry = (1 - r) * 60 / rpm if rpm > 0 and r < 1 else (need - t) * 60 / tpm
+    return RateState(
+        limit_requests=max(rpm, 0),
+        remaining_requests=max(0, math.floor(r)) if rpm > 0 else 0,
+        reset_requests_seconds=_to_full(r, rpm),
+        limit_tokens=max(tpm, 0),
+        remaining_tokens=max(0, math.floor(t)) if tpm > 0 else 0,
+        reset_tokens_seconds=_to_full(t, tpm),
+        retry_after_seconds=retry,
+    )
+
+
+def admission_result(raw: Sequence[Any], limits: RateLimits, tokens: int) -> AdmissionResult:
+    """Decode admit.lua's {outcome, available, requests_level, tokens_level[, reply]}."""
+    outcome = _OUTCOMES[raw[0]]
+    tpm = limits.tokens_per_minute
+    need = min(tokens, tpm) if tpm > 0 else 0
+    limited = outcome is AdmissionOutcome.RATE_LIMITED
+    return AdmissionResult(
+        outcome=outcome,
+        rate=rate_state(limits, float(raw[2]), float(raw[3]), need, limited),
+        reply=_reply_decoder.decode(raw[4]) if len(raw) > 4 else None,
+        available_units=raw[1],
+    )
+
+
+def text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def key_record(fields: Sequence[bytes | str | None]) -> ApiKeyRecord | None:
+    """An API key hash read with KEY_FIELDS; None when the key does not exist."""
+    key_id, tenant, created_at, revoked_at = fields
+    if key_id is None or tenant is None or created_at is None:
+        return None
+    return ApiKeyRecord(
+        key_id=text(key_id),
+        tenant=text(tenant),
+        created_at=float(created_at),
+        revoked_at=float(revoked_at) if revoked_at is not None else None,
+    )
