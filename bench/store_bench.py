@@ -1,6 +1,6 @@
 """Cost of the request path's two store round trips: admit + settle, sequentially, per backend.
 
-Run from the repository root:
+Run from the repository root (with the project installed, e.g. `pip install -e .`):
 
     python bench/store_bench.py                          # SQLite in a temp dir, Redis at REDIS_URL
     python bench/store_bench.py --pairs 5000 --redis-url redis://127.0.0.1:6379/0
