@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -30,6 +31,10 @@ def create_app(settings: Settings | None = None, config: GatewayConfig | None = 
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         async with open_resources(settings, config) as resources:
             app.state.resources = resources
+            # Everything built so far lives as long as the process. Freezing it keeps the
+            # full collections from rescanning it: measured, they stalled the loop ~60 ms.
+            gc.collect()
+            gc.freeze()
             yield
 
     app = Litestar(

@@ -18,8 +18,6 @@ from gateway.store.base import (
     Wallet,
 )
 from gateway.store.factory import store_from_url
-from gateway.store.redis import RedisStore
-from gateway.store.sqlite import SqliteStore
 
 __all__ = [
     "Admission",
@@ -32,10 +30,8 @@ __all__ = [
     "LedgerPage",
     "RateLimits",
     "RateState",
-    "RedisStore",
     "Release",
     "Settlement",
-    "SqliteStore",
     "Store",
     "StoredReply",
     "Wallet",

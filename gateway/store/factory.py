@@ -8,8 +8,6 @@ redis://host:port/db            Redis (also rediss:// for TLS)
 from __future__ import annotations
 
 from gateway.store.base import Store
-from gateway.store.redis import RedisStore
-from gateway.store.sqlite import SqliteStore
 
 __all__ = ["store_from_url"]
 
@@ -25,8 +23,12 @@ def store_from_url(url: str) -> Store:
             raise ValueError(
                 f"sqlite store URL needs a file path, e.g. sqlite:///gateway.db: {url!r}"
             )
+        from gateway.store.sqlite import SqliteStore  # backends load only when chosen
+
         return SqliteStore(path)
     if url.startswith(_REDIS):
+        from gateway.store.redis import RedisStore
+
         return RedisStore(url)
     scheme = url.split("://", 1)[0] if "://" in url else url
     raise ValueError(
