@@ -10,7 +10,7 @@ from gateway.resources import Resources
 from gateway.routing.resolver import ModelNotFound
 from gateway.routing.schema import ModelEntry
 
-__all__ = ["HANDLERS", "ModelList", "ModelObject", "list_models", "retrieve_model"]
+__all__ = ["HANDLERS", "ModelList", "ModelObject", "created_at", "list_models", "retrieve_model"]
 
 
 class ModelObject(msgspec.Struct, kw_only=True):
@@ -29,7 +29,7 @@ def _model_object(model: ModelEntry, created: int) -> ModelObject:
     return ModelObject(id=model.id, created=created, owned_by=model.owned_by)
 
 
-def _created(resources: Resources) -> int:
+def created_at(resources: Resources) -> int:
     try:
         return int(resources.config.path.stat().st_mtime)
     except OSError:
@@ -38,7 +38,7 @@ def _created(resources: Resources) -> int:
 
 @get("/v1/models")
 async def list_models(caller: Caller, resources: Resources) -> ModelList:
-    created = _created(resources)
+    created = created_at(resources)
     models = resources.router.visible_models(caller.tenant)
     return ModelList(data=[_model_object(m, created) for m in models])
 
@@ -48,7 +48,7 @@ async def retrieve_model(model_id: str, caller: Caller, resources: Resources) ->
     wanted = model_id.lstrip("/")
     for model in resources.router.visible_models(caller.tenant):
         if model.id == wanted:
-            return _model_object(model, _created(resources))
+            return _model_object(model, created_at(resources))
     raise ModelNotFound(f"The model '{wanted}' does not exist or you do not have access to it.")
 
 
