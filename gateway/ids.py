@@ -26,7 +26,6 @@ class _RandomBytes:
         self._position = start + size
         return self._buffer[start : start + size].hex()
 
-
     def forget(self) -> None:
         self._buffer, self._position = b"", 0
 

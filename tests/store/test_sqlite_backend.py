@@ -1,66 +1,214 @@
-"""What only the SQLite backend has: a file shared by processes, and its lock timeout."""
+"""What only the SQLite backend has: durable state in a shared file, ephemeral state in memory.
+
+The embedded store serves one gateway process; the CLI (another process) shares the file for
+keys, grants and wallets. So a second store on the file sees everything durable (keys, ledger,
+balances, completed replies) and nothing ephemeral (holds, rate buckets, in-flight leases).
+"""
 
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
+import os
 import sqlite3
-from concurrent.futures import ProcessPoolExecutor
+import time
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from gateway.errors import StoreUnavailable
-from gateway.store.base import AdmissionOutcome
+from gateway.store.base import AdmissionOutcome, ApiKeyRecord, StoredReply
 from gateway.store.sqlite import SqliteStore
-from tests.store.support import Run, admission
+from gateway.store.sqlite.checkpoint import WalLimits
+from gateway.store.sqlite.schema import SCHEMA_VERSION
+from tests.store.support import Run, admission, claim, release, settlement
+
+ADMITTED = AdmissionOutcome.ADMITTED
+REPLY = StoredReply(status=200, content_type="application/json", body=b'{"id":"x"}')
 
 
-def test_two_connections_on_one_file_share_state(tmp_path: Path, run: Run) -> None:
+def _wal_size(path: Path) -> int:
+    try:
+        return os.stat(f"{path}-wal").st_size
+    except FileNotFoundError:
+        return 0
+
+
+def test_a_second_store_on_the_file_sees_the_durable_state(tmp_path: Path, run: Run) -> None:
     a, b = SqliteStore(tmp_path / "g.db"), SqliteStore(tmp_path / "g.db")
     run(a.open())
     run(b.open())
     try:
-        results = [run((a if i % 2 else b).admit(admission(f"c{i}", rpm=4))) for i in range(6)]
-        assert [r.outcome for r in results].count(AdmissionOutcome.ADMITTED) == 4
-        run(a.grant("t1", 10, entry_id="g1", reason="x"))
-        assert run(b.wallet("t1")).balance_units == 10
+        # Keys and grants made by one (the CLI) are seen by the other (the server).
+        record = ApiKeyRecord(key_id="kid1", tenant="t1", created_at=1.0)
+        run(b.create_key(record, "hash1"))
+        assert run(a.get_key("hash1")) == record
+        run(b.grant("t1", 1000, entry_id="g1", reason="top-up"))
+
+        adm = admission("c1", hold=300, idempotency=claim())
+        assert run(a.admit(adm)).outcome is ADMITTED
+        assert run(a.settle(settlement(adm, charge=120, reply=REPLY))) == 880
+
+        # Charges, balances and completed replies are durable and shared...
+        assert run(b.wallet("t1")).balance_units == 880
+        assert [e.id for e in run(b.ledger("t1", limit=5)).entries] == ["charge:c1", "g1"]
+        replay = run(b.admit(admission("c2", idempotency=claim())))
+        assert replay.outcome is AdmissionOutcome.REPLAY and replay.reply == REPLY
+        assert run(b.revoke_key("kid1")) is True
+        assert run(a.get_key("hash1")).revoked_at is not None  # type: ignore[union-attr]
     finally:
         run(a.close())
         run(b.close())
 
 
-def _admit_in_process(path: str, worker: int) -> list[str]:
-    async def admit_many() -> list[str]:
-        store = SqliteStore(path)
+def test_ephemeral_state_is_per_process_and_lost_on_restart(tmp_path: Path, run: Run) -> None:
+    """Holds, buckets and leases live in the serving process: a restart is their expiry."""
+    path = tmp_path / "g.db"
+    a = SqliteStore(path)
+    run(a.open())
+    run(a.grant("t1", 100, entry_id="g1", reason="top-up"))
+    assert run(a.admit(admission("c1", rpm=1, hold=100, idempotency=claim()))).outcome is ADMITTED
+    assert run(a.admit(admission("c2", rpm=1))).outcome is AdmissionOutcome.RATE_LIMITED
+    assert run(a.wallet("t1")).held_units == 100
+
+    b = SqliteStore(path)  # another process, or the same one after a crash
+    run(b.open())
+    try:
+        assert run(b.wallet("t1")).held_units == 0
+        again = run(b.admit(admission("c3", rpm=1, hold=100, idempotency=claim())))
+        assert again.outcome is ADMITTED and again.available_units == 100
+    finally:
+        run(b.close())
+        run(a.close())
+
+
+def test_admission_and_release_write_nothing(tmp_path: Path, run: Run) -> None:
+    store = SqliteStore(tmp_path / "g.db")
+    run(store.open())
+    try:
+        run(store.grant("t1", 10**6, entry_id="g1", reason="top-up"))
+        before = _wal_size(tmp_path / "g.db")
+        for i in range(200):
+            adm = admission(f"c{i}", tpm=10**6, tokens=100, hold=10, idempotency=claim(f"s{i}"))
+            assert run(store.admit(adm)).outcome is ADMITTED
+            run(store.release(release(adm)))
+        free = admission("free", idempotency=claim("free"))
+        run(store.admit(free))
+        run(store.settle(settlement(free, charge=0)))  # nothing durable: no transaction
+        assert _wal_size(tmp_path / "g.db") == before
+        assert store.memory_sizes() == {"buckets": 1, "holds": 0, "leases": 0, "calls": 0}
+    finally:
+        run(store.close())
+
+
+def test_expired_memory_entries_are_swept(tmp_path: Path, run: Run) -> None:
+    """Calls that never come back leave nothing behind once their hold and lease expire."""
+    store = SqliteStore(tmp_path / "g.db", sweep_seconds=0.0)
+    run(store.open())
+    try:
+        run(store.grant("t1", 10**6, entry_id="g1", reason="top-up"))
+        for i in range(50):
+            lost = admission(
+                f"lost{i}",
+                api_key_id=f"k{i}",
+                rpm=600,
+                tpm=60_000,
+                tokens=10,
+                hold=10,
+                hold_seconds=1,
+                idempotency=claim(f"s{i}", lease_seconds=1),
+            )
+            assert run(store.admit(lost)).outcome is ADMITTED
+        assert store.memory_sizes() == {"buckets": 50, "holds": 50, "leases": 50, "calls": 50}
+        assert run(store.wallet("t1")).held_units == 500
+
+        time.sleep(1.2)  # holds, leases and markers expired; buckets refilled (0.1 s)
+
+        assert run(store.wallet("t1")).held_units == 0
+        run(store.admit(admission("next", api_key_id="k-next", rpm=0)))  # sweeps
+        assert store.memory_sizes() == {"buckets": 0, "holds": 0, "leases": 0, "calls": 0}
+    finally:
+        run(store.close())
+
+
+def test_the_wal_is_rewound_under_continuous_writes(tmp_path: Path, run: Run) -> None:
+    """PASSIVE checkpoints never catch up while writes keep coming: RESTART rewinds the WAL,
+    and journal_size_limit trims a file that grew past the limit."""
+    path = tmp_path / "g.db"
+    limit = 512 << 10
+    store = SqliteStore(
+        path, wal=WalLimits(interval=0.02, passive_bytes=64 << 10, restart_bytes=limit)
+    )
+
+    async def load() -> tuple[int, int, int]:
         await store.open()
         try:
-            calls = (admission(f"w{worker}-{i}", rpm=20, hold=10) for i in range(40))
-            return [(await store.admit(a)).outcome.value for a in calls]
+            await store.grant("t1", 10**12, entry_id="g1", reason="top-up")
+            largest, pairs = 0, 0
+            deadline = time.monotonic() + 1.5
+            while time.monotonic() < deadline:
+                adm = admission(
+                    f"c{pairs}", tpm=10**9, tokens=10, hold=5, idempotency=claim(f"s{pairs}")
+                )
+                await store.admit(adm)
+                await store.settle(settlement(adm, charge=3, used=5, reply=REPLY))
+                await asyncio.sleep(0)  # a server yields between requests
+                largest = max(largest, _wal_size(path))
+                pairs += 1
+            assert store.checkpointer is not None
+            return pairs, largest, store.checkpointer.restarts
         finally:
             await store.close()
 
-    return asyncio.run(admit_many())
+    pairs, largest, restarts = run(load())
+    # Each settlement writes at least three 4 KiB pages (wallet, ledger, reply): without
+    # rewinding, the WAL would hold them all. It stays at the limit plus what a few
+    # checkpoint rounds let through (this loop writes ~100 MB/s on a fast machine).
+    assert pairs > 500 and restarts >= 2
+    assert largest < min(limit + (32 << 20), pairs * 3 * 4096 // 4), (largest, pairs)
 
 
-def test_processes_on_one_file_never_overshoot(tmp_path: Path, run: Run) -> None:
-    """The CLI and the server share the file: BEGIN IMMEDIATE keeps each check atomic."""
+def test_a_schema_1_file_is_migrated(tmp_path: Path, run: Run) -> None:
     path = tmp_path / "g.db"
+    old = sqlite3.connect(path, isolation_level=None)
+    old.executescript(
+        """
+        CREATE TABLE holds (tenant TEXT, id TEXT, amount INTEGER, expires_at REAL,
+                            PRIMARY KEY (tenant, id)) WITHOUT ROWID;
+        CREATE TABLE rate_buckets (api_key_id TEXT PRIMARY KEY, r_level REAL, r_at REAL,
+                                   t_level REAL, t_at REAL) WITHOUT ROWID;
+        CREATE TABLE finished_calls (call_id TEXT PRIMARY KEY, expires_at REAL NOT NULL);
+        CREATE TABLE idempotency (scope TEXT PRIMARY KEY, fingerprint TEXT NOT NULL,
+                                  call_id TEXT NOT NULL, reply BLOB, expires_at REAL NOT NULL);
+        CREATE INDEX idempotency_by_expiry ON idempotency (expires_at);
+        PRAGMA user_version = 1;
+        """
+    )
+    far = time.time() + 3600
+    old.execute(
+        "INSERT INTO idempotency VALUES"
+        " ('done', 'fp-a', 'c0', ?, ?), ('busy', 'fp-a', 'c1', NULL, ?)",
+        (msgspec.msgpack.encode(REPLY), far, far),
+    )
+    old.close()
+
     store = SqliteStore(path)
     run(store.open())
     try:
-        run(store.grant("t1", 150, entry_id="g1", reason="x"))
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(4, mp_context=context) as pool:
-            batches = pool.map(_admit_in_process, [str(path)] * 4, range(4))
-            outcomes = [outcome for batch in batches for outcome in batch]
-        # 160 attempts; 150 units for holds of 10: exactly 15 admitted. 20 requests per minute
-        # (one more may refill while the processes start): the rest is rate limited.
-        assert outcomes.count("admitted") == 15
-        assert 20 <= outcomes.count("admitted") + outcomes.count("insufficient_credits") <= 21
-        assert run(store.wallet("t1")).held_units == 150
+        replay = run(store.admit(admission("c2", idempotency=claim("done"))))
+        assert replay.outcome is AdmissionOutcome.REPLAY and replay.reply == REPLY
+        # The in-flight lease of the process that wrote schema 1 is gone with it.
+        assert run(store.admit(admission("c3", idempotency=claim("busy")))).outcome is ADMITTED
     finally:
         run(store.close())
+    check = sqlite3.connect(path)
+    try:
+        names = {row[0] for row in check.execute("SELECT name FROM sqlite_master")}
+        assert names.isdisjoint({"holds", "rate_buckets", "finished_calls"})
+        assert "idempotency_by_expiry" not in names
+        assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    finally:
+        check.close()
 
 
 def test_locked_database_is_store_unavailable(tmp_path: Path, run: Run) -> None:
@@ -68,13 +216,18 @@ def test_locked_database_is_store_unavailable(tmp_path: Path, run: Run) -> None:
     run(store.open())
     other = sqlite3.connect(tmp_path / "g.db", isolation_level=None)
     try:
-        other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        run(store.grant("t1", 100, entry_id="g1", reason="top-up"))
+        adm = admission("c1", hold=10)
+        other.execute("BEGIN IMMEDIATE")  # another process (the CLI) holds the write lock
+        assert run(store.admit(adm)).outcome is ADMITTED  # admission needs no write lock
         with pytest.raises(StoreUnavailable) as caught:
-            run(store.admit(admission("c1")))
+            run(store.settle(settlement(adm, charge=5)))
         assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
+        assert run(store.wallet("t1")).held_units == 10  # a failed settlement changed nothing
         assert run(store.ping()) is True  # reads still work beside a writer (WAL)
         other.execute("ROLLBACK")
-        assert run(store.admit(admission("c2"))).outcome is AdmissionOutcome.ADMITTED
+        assert run(store.settle(settlement(adm, charge=5))) == 95
+        assert run(store.wallet("t1")).held_units == 0
     finally:
         other.close()
         run(store.close())

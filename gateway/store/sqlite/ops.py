@@ -1,8 +1,10 @@
-"""The bodies of the SQLite store's write transactions.
+"""The SQL of the SQLite store: its few reads, and the bodies of its write transactions.
 
-Each function runs inside one `BEGIN IMMEDIATE` transaction opened by `SqliteStore`, with `now`
-read after the write lock was taken, so read-then-write is atomic across processes. They do
-the same steps, in the same order, as the Redis scripts; the contract suite holds them equal.
+Each write body runs inside one `BEGIN IMMEDIATE` transaction opened by `SqliteStore`, with
+`now` read after the write lock was taken, so read-then-write is atomic against the CLI in
+another process too. A commit writes every page it touched to the WAL, so the bodies touch as
+few as they can: a charge is the wallet row and the two ledger B-trees, a stored reply the
+idempotency table's last leaf and its scope index.
 """
 
 from __future__ import annotations
@@ -12,157 +14,57 @@ from typing import Any
 
 import msgspec
 
-from gateway.store.base import (
-    Admission,
-    AdmissionOutcome,
-    AdmissionResult,
-    LedgerEntry,
-    LedgerKind,
-    RateLimits,
-    Release,
-    Settlement,
-    StoredReply,
-)
-from gateway.store.sqlite import buckets
+from gateway.store.base import LedgerEntry, LedgerKind, Settlement, StoredReply
 
 __all__ = [
-    "DONE_TTL_SECONDS",
     "ENTRY_COLUMNS",
-    "admit",
     "append_entry",
+    "balance",
+    "balance_and_reply",
     "entry_from_row",
     "grant",
-    "release",
     "settle",
-    "sweep",
+    "sweep_replies",
 ]
-
-DONE_TTL_SECONDS = 86_400
-"""How long a settled/released call is remembered, so its tokens are reconciled only once."""
 
 _reply_encoder = msgspec.msgpack.Encoder()
 _reply_decoder = msgspec.msgpack.Decoder(StoredReply)
 
-_Buckets = tuple[float | None, float | None, float | None, float | None]
+
+def balance(conn: sqlite3.Connection, tenant: str) -> int:
+    row = conn.execute("SELECT balance FROM wallets WHERE tenant = ?", (tenant,)).fetchone()
+    return int(row[0]) if row is not None else 0
 
 
-def _load_buckets(
-    conn: sqlite3.Connection, api_key_id: str, limits: RateLimits, now: float
-) -> tuple[float, float, _Buckets]:
-    row = conn.execute(
-        "SELECT r_level, r_at, t_level, t_at FROM rate_buckets WHERE api_key_id = ?",
-        (api_key_id,),
-    ).fetchone()
-    stored: _Buckets = row if row is not None else (None, None, None, None)
-    r = buckets.refill(stored[0], stored[1], limits.requests_per_minute, now)
-    t = buckets.refill(stored[2], stored[3], limits.tokens_per_minute, now)
-    return r, t, stored
+_BALANCE_AND_REPLY = (
+    "SELECT (SELECT balance FROM wallets WHERE tenant = ?), i.fingerprint, i.reply"
+    " FROM (SELECT 1) LEFT JOIN idempotency AS i ON i.scope = ? AND i.expires_at > ?"
+)
 
 
-def _save_buckets(
-    conn: sqlite3.Connection,
-    api_key_id: str,
-    limits: RateLimits,
-    r: float,
-    t: float,
-    stored: _Buckets,
-    now: float,
-) -> None:
-    """Store the buckets that are on; one that is off keeps whatever it had."""
-    r_level, r_at, t_level, t_at = stored
-    if limits.requests_per_minute > 0:
-        r_level, r_at = r, now
-    if limits.tokens_per_minute > 0:
-        t_level, t_at = t, now
-    conn.execute(
-        "INSERT OR REPLACE INTO rate_buckets VALUES (?, ?, ?, ?, ?)",
-        (api_key_id, r_level, r_at, t_level, t_at),
-    )
+def balance_and_reply(
+    conn: sqlite3.Connection, tenant: str, scope: str, now: float
+) -> tuple[int, str | None, StoredReply | None]:
+    """One statement: the balance, and the live completed reply of `scope` (fingerprint, reply).
+
+    The reply is decoded only when it is there; the caller decides whether it fits.
+    """
+    bal, fingerprint, blob = conn.execute(_BALANCE_AND_REPLY, (tenant, scope, now)).fetchone()
+    reply = _reply_decoder.decode(blob) if blob is not None else None
+    return int(bal or 0), fingerprint, reply
 
 
-def _available(conn: sqlite3.Connection, tenant: str, now: float) -> int:
-    """Purge the tenant's expired holds, then balance minus the active ones."""
-    conn.execute("DELETE FROM holds WHERE tenant = ? AND expires_at <= ?", (tenant, now))
-    row = conn.execute(
-        "SELECT (SELECT balance FROM wallets WHERE tenant = ?),"
-        " (SELECT SUM(amount) FROM holds WHERE tenant = ?)",
-        (tenant, tenant),
-    ).fetchone()
-    return int(row[0] or 0) - int(row[1] or 0)
-
-
-def _finish_call(conn: sqlite3.Connection, call_id: str, now: float) -> bool:
-    """Mark a call settled or released; True only the first time (within the marker's life)."""
-    cur = conn.execute(
-        "INSERT INTO finished_calls VALUES (?, ?) ON CONFLICT (call_id) DO UPDATE"
-        " SET expires_at = excluded.expires_at WHERE finished_calls.expires_at <= ?",
-        (call_id, now + DONE_TTL_SECONDS, now),
-    )
-    return cur.rowcount == 1
-
-
-def admit(conn: sqlite3.Connection, a: Admission, hold_id: str, now: float) -> AdmissionResult:
-    limits, claim = a.limits, a.idempotency
-    rpm, tpm = limits.requests_per_minute, limits.tokens_per_minute
-    r, t, stored = _load_buckets(conn, a.api_key_id, limits, now)
-    available = _available(conn, a.tenant, now)
-    need = min(a.tokens, tpm) if tpm > 0 else 0
-
-    def result(outcome: AdmissionOutcome, reply: StoredReply | None = None) -> AdmissionResult:
-        limited = outcome is AdmissionOutcome.RATE_LIMITED
-        rate = buckets.state(limits, r, t, need, limited)
-        return AdmissionResult(outcome=outcome, rate=rate, reply=reply, available_units=available)
-
-    if rpm > 0 and r < 1:
-        return result(AdmissionOutcome.RATE_LIMITED)
-
-    if claim is not None:
-        rec = conn.execute(
-            "SELECT fingerprint, reply FROM idempotency WHERE scope = ? AND expires_at > ?",
-            (claim.scope, now),
-        ).fetchone()
-        if rec is not None:
-            r -= 1 if rpm > 0 else 0
-            _save_buckets(conn, a.api_key_id, limits, r, t, stored, now)
-            if rec[0] != claim.fingerprint:
-                return result(AdmissionOutcome.KEY_REUSED)
-            if rec[1] is not None:
-                return result(AdmissionOutcome.REPLAY, _reply_decoder.decode(rec[1]))
-            return result(AdmissionOutcome.IN_PROGRESS)
-
-    if tpm > 0 and t < need:
-        return result(AdmissionOutcome.RATE_LIMITED)
-
-    if a.hold_units > 0 and a.hold_units > available:
-        r -= 1 if rpm > 0 else 0
-        _save_buckets(conn, a.api_key_id, limits, r, t, stored, now)
-        return result(AdmissionOutcome.INSUFFICIENT_CREDITS)
-
-    r -= 1 if rpm > 0 else 0
-    t -= need
-    _save_buckets(conn, a.api_key_id, limits, r, t, stored, now)
-    if a.hold_units > 0 and a.hold_seconds > 0:
-        conn.execute(
-            "INSERT OR IGNORE INTO holds VALUES (?, ?, ?, ?)",
-            (a.tenant, hold_id, a.hold_units, now + a.hold_seconds),
-        )
-    if claim is not None:
-        conn.execute(
-            "INSERT OR REPLACE INTO idempotency VALUES (?, ?, ?, NULL, ?)",
-            (claim.scope, claim.fingerprint, a.call_id, now + claim.lease_seconds),
-        )
-    return result(AdmissionOutcome.ADMITTED)
-
-
-def settle(conn: sqlite3.Connection, s: Settlement, hold_id: str, entry_id: str, now: float) -> int:
-    conn.execute("DELETE FROM holds WHERE tenant = ? AND id = ?", (s.tenant, hold_id))
-    first = _finish_call(conn, s.call_id, now)
+def settle(
+    conn: sqlite3.Connection, s: Settlement, entry_id: str, store_reply: bool, now: float
+) -> int:
+    """The durable part of a settlement: the charge once per call, the reply; the balance."""
+    bal: int | None = None
     if s.charge_units > 0:
         exists = conn.execute(
             "SELECT 1 FROM ledger WHERE tenant = ? AND id = ?", (s.tenant, entry_id)
         ).fetchone()
         if exists is None:
-            append_entry(
+            entry = append_entry(
                 conn,
                 s.tenant,
                 entry_id,
@@ -172,51 +74,37 @@ def settle(conn: sqlite3.Connection, s: Settlement, hold_id: str, entry_id: str,
                 reason=s.reason,
                 request_id=s.request_id,
             )
-    tpm = s.limits.tokens_per_minute
-    if first and tpm > 0:
-        r, t, stored = _load_buckets(conn, s.api_key_id, s.limits, now)
-        t = buckets.reconcile(t, tpm, min(s.tokens_reserved, tpm) - s.tokens_used)
-        _save_buckets(conn, s.api_key_id, s.limits, r, t, stored, now)
-    claim = s.idempotency
-    if claim is not None and s.reply is not None:
-        # First completion wins: never overwrite a live record another call now owns.
-        owner = conn.execute(
-            "SELECT call_id FROM idempotency WHERE scope = ? AND expires_at > ?",
-            (claim.scope, now),
-        ).fetchone()
-        if owner is None or owner[0] == s.call_id:
-            conn.execute(
-                "INSERT OR REPLACE INTO idempotency VALUES (?, ?, ?, ?, ?)",
-                (
-                    claim.scope,
-                    claim.fingerprint,
-                    s.call_id,
-                    _reply_encoder.encode(s.reply),
-                    now + s.reply_ttl_seconds,
-                ),
-            )
-    elif claim is not None:
-        _drop_in_flight(conn, claim.scope, s.call_id)
-    row = conn.execute("SELECT balance FROM wallets WHERE tenant = ?", (s.tenant,)).fetchone()
-    return int(row[0]) if row is not None else 0
+            bal = entry.balance_after_units
+    if store_reply and s.idempotency is not None and s.reply is not None:
+        # First completion wins: a live reply of another call is never overwritten.
+        conn.execute(
+            "INSERT INTO idempotency VALUES (?, ?, ?, ?, ?) ON CONFLICT (scope) DO UPDATE"
+            " SET fingerprint = excluded.fingerprint, call_id = excluded.call_id,"
+            " reply = excluded.reply, expires_at = excluded.expires_at"
+            " WHERE idempotency.expires_at <= ? OR idempotency.call_id = excluded.call_id",
+            (
+                s.idempotency.scope,
+                s.idempotency.fingerprint,
+                s.call_id,
+                _reply_encoder.encode(s.reply),
+                now + s.reply_ttl_seconds,
+                now,
+            ),
+        )
+    return bal if bal is not None else balance(conn, s.tenant)
 
 
-def release(conn: sqlite3.Connection, rel: Release, hold_id: str, now: float) -> None:
-    conn.execute("DELETE FROM holds WHERE tenant = ? AND id = ?", (rel.tenant, hold_id))
-    first = _finish_call(conn, rel.call_id, now)
-    tpm = rel.limits.tokens_per_minute
-    if first and tpm > 0 and rel.tokens_reserved > 0:
-        r, t, stored = _load_buckets(conn, rel.api_key_id, rel.limits, now)
-        t = buckets.reconcile(t, tpm, min(rel.tokens_reserved, tpm))
-        _save_buckets(conn, rel.api_key_id, rel.limits, r, t, stored, now)
-    if rel.idempotency is not None:
-        _drop_in_flight(conn, rel.idempotency.scope, rel.call_id)
+def sweep_replies(conn: sqlite3.Connection, now: float, limit: int) -> None:
+    """Delete expired replies among the `limit` oldest rows (rowid = insertion order).
 
-
-def _drop_in_flight(conn: sqlite3.Connection, scope: str, call_id: str) -> None:
+    Replies share one TTL in practice, so the oldest rows expire first; a row kept longer only
+    delays the ones behind it (they are ignored when read and replaced when their scope comes
+    back). The bound keeps each sweep short on the event loop, and needs no expiry index.
+    """
     conn.execute(
-        "DELETE FROM idempotency WHERE scope = ? AND call_id = ? AND reply IS NULL",
-        (scope, call_id),
+        "DELETE FROM idempotency WHERE rowid IN"
+        " (SELECT rowid FROM idempotency ORDER BY rowid LIMIT ?) AND expires_at <= ?",
+        (limit, now),
     )
 
 
@@ -233,21 +121,21 @@ def append_entry(
     request_id: str | None = None,
 ) -> LedgerEntry:
     """Move the balance and record why, numbered by the tenant's sequence for stable paging."""
-    balance, seq = conn.execute(
+    bal, seq = conn.execute(
         "INSERT INTO wallets VALUES (?, ?, 1) ON CONFLICT (tenant) DO UPDATE"
         " SET balance = balance + excluded.balance, seq = seq + 1 RETURNING balance, seq",
         (tenant, amount),
     ).fetchone()
     conn.execute(
         "INSERT INTO ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (tenant, seq, entry_id, kind, amount, balance, now, reason, task_id, request_id or None),
+        (tenant, seq, entry_id, kind, amount, bal, now, reason, task_id, request_id or None),
     )
     return LedgerEntry(
         id=entry_id,
         tenant=tenant,
         kind=kind,
         amount_units=amount,
-        balance_after_units=balance,
+        balance_after_units=bal,
         created_at=now,
         reason=reason,
         task_id=task_id,
@@ -288,10 +176,3 @@ def grant(
     if row is not None:
         return entry_from_row(row)
     return append_entry(conn, tenant, entry_id, kind, amount, now, reason=reason)
-
-
-def sweep(conn: sqlite3.Connection, now: float) -> None:
-    """Delete expired records nobody will look up again (run now and then, inside a write)."""
-    conn.execute("DELETE FROM idempotency WHERE expires_at <= ?", (now,))
-    conn.execute("DELETE FROM finished_calls WHERE expires_at <= ?", (now,))
-    conn.execute("DELETE FROM holds WHERE expires_at <= ?", (now,))
