@@ -7,12 +7,12 @@ common.lua, and stored replies as the msgpack bytes `encode_reply` made.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
+from gateway.store import buckets
 from gateway.store.base import (
     AdmissionOutcome,
     AdmissionResult,
@@ -20,7 +20,6 @@ from gateway.store.base import (
     LedgerEntry,
     LedgerKind,
     RateLimits,
-    RateState,
     StoredReply,
 )
 
@@ -70,28 +69,6 @@ def decode_entry(packed: bytes) -> LedgerEntry:
     )
 
 
-def _to_full(level: float, capacity: int) -> float:
-    return (capacity - level) * 60 / capacity if capacity > 0 and level < capacity else 0.0
-
-
-def rate_state(limits: RateLimits, r: float, t: float, need: int, limited: bool) -> RateState:
-    """The x-ratelimit-* view of both buckets (the arithmetic of sqlite/buckets.py, kept equal
-    by the contract suite; the backends share no code)."""
-    rpm, tpm = limits.requests_per_minute, limits.tokens_per_minute
-    retry = 0.0
-    if limited:
-        retry = (1 - r) * 60 / rpm if rpm > 0 and r < 1 else (need - t) * 60 / tpm
-    return RateState(
-        limit_requests=max(rpm, 0),
-        remaining_requests=max(0, math.floor(r)) if rpm > 0 else 0,
-        reset_requests_seconds=_to_full(r, rpm),
-        limit_tokens=max(tpm, 0),
-        remaining_tokens=max(0, math.floor(t)) if tpm > 0 else 0,
-        reset_tokens_seconds=_to_full(t, tpm),
-        retry_after_seconds=retry,
-    )
-
-
 def admission_result(raw: Sequence[Any], limits: RateLimits, tokens: int) -> AdmissionResult:
     """Decode admit.lua's {outcome, available, requests_level, tokens_level[, reply]}."""
     outcome = _OUTCOMES[raw[0]]
@@ -100,7 +77,7 @@ def admission_result(raw: Sequence[Any], limits: RateLimits, tokens: int) -> Adm
     limited = outcome is AdmissionOutcome.RATE_LIMITED
     return AdmissionResult(
         outcome=outcome,
-        rate=rate_state(limits, float(raw[2]), float(raw[3]), need, limited),
+        rate=buckets.state(limits, float(raw[2]), float(raw[3]), need, limited),
         reply=_reply_decoder.decode(raw[4]) if len(raw) > 4 else None,
         available_units=raw[1],
     )

@@ -21,8 +21,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+from gateway.store import buckets
 from gateway.store.base import RateLimits
-from gateway.store.sqlite import buckets
 
 __all__ = ["CALL_SECONDS", "Lease", "Memory"]
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gateway.errors import StoreUnavailable
+from gateway.store import buckets
 from gateway.store.base import (
     Admission,
     AdmissionOutcome,
@@ -47,7 +48,7 @@ from gateway.store.base import (
     StoredReply,
     Wallet,
 )
-from gateway.store.sqlite import buckets, ops
+from gateway.store.sqlite import ops
 from gateway.store.sqlite.checkpoint import Checkpointer, WalLimits
 from gateway.store.sqlite.memory import CALL_SECONDS, Lease, Memory
 from gateway.store.sqlite.schema import connect

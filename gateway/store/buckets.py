@@ -1,8 +1,9 @@
-"""Token-bucket arithmetic for the SQLite store (the Redis store does the same in common.lua).
+"""Token-bucket arithmetic: all of it for the SQLite store, the rate-state view for both.
 
-A bucket never seen is full; it refills continuously at capacity/60 per second up to capacity
-(which also clamps it when the limit was lowered); it may go negative when a call used more
-tokens than it reserved. A limit of 0 means the bucket is off.
+Redis refills its buckets inside its scripts (common.lua) by the same rules: a bucket never
+seen is full; it refills continuously at capacity/60 per second up to capacity (which also
+clamps it when the limit was lowered); it may go negative when a call used more tokens than it
+reserved. A limit of 0 means the bucket is off.
 """
 
 from __future__ import annotations
