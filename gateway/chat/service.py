@@ -21,7 +21,6 @@ from gateway.chat.usage import charge_for, usage_fields
 from gateway.chat.validation import parse_chat_request
 from gateway.context import RequestContext
 from gateway.error_mapping import as_gateway_error
-from gateway.errors import ModelUnavailable
 from gateway.idempotency import chat_claim, replay
 from gateway.ids import new_completion_id
 from gateway.logging import get_logger
@@ -78,10 +77,13 @@ class ChatService:
                 await job.prefetch()
                 return ChatEventStream(job)
             completion = await route.provider.complete(plan.upstream_body)
-        except BaseException as exc:
+        except Exception as exc:
             await self.release(call)
             self._note_failure(route, exc)
             raise as_gateway_error(exc) from exc
+        except BaseException:  # cancelled: give back what admission took, stay cancelled
+            await self.release(call)
+            raise
         return await self._finish_sync(call, completion.body, completion.usage)
 
     async def _finish_sync(self, call: _Call, body: dict[str, Any], usage: Any) -> RawResponse:
@@ -135,7 +137,7 @@ class ChatService:
         except Exception as exc:  # the hold expires on its own; the original error matters more
             _log.warning("release_failed", call_id=call.completion_id, error=repr(exc))
 
-    def _note_failure(self, route: Route, exc: BaseException) -> None:
+    def _note_failure(self, route: Route, exc: Exception) -> None:
         if isinstance(exc, (UpstreamUnavailable, UpstreamTimeout)):
             self._router.mark_down(route)
         if isinstance(exc, ProviderError):
@@ -147,8 +149,6 @@ class ChatService:
                 upstream_status=exc.upstream_status,
                 detail=exc.message,
             )
-        elif isinstance(exc, ModelUnavailable):
-            self._router.mark_down(route)
 
 
 class _Call:

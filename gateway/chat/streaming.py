@@ -92,10 +92,10 @@ class StreamJob:
         except Exception as exc:
             failure = exc
         if self.client_gone:
-            await self._settle(complete=False)
+            await self._settle_partial()
             return
         if failure is not None:
-            await self._settle(complete=False)
+            await self._settle_partial()
             error = as_gateway_error(failure)
             _log.warning("stream_broken", call_id=self._call.completion_id, error=repr(failure))
             yield b"data: " + envelope_bytes(error, self._call.ctx.request_id) + b"\n\n"
@@ -135,7 +135,8 @@ class StreamJob:
             ),
         }
 
-    async def _settle(self, *, complete: bool) -> None:
+    async def _settle_partial(self) -> None:
+        """A stream that did not complete: charge what was produced, keep no reply."""
         charge = self._charge()
         try:
             await self._service.settle(self._call, charge.units, charge.tokens, None)
