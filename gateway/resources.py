@@ -34,7 +34,7 @@ class Resources:
 
 @asynccontextmanager
 async def open_resources(settings: Settings, config: GatewayConfig) -> AsyncIterator[Resources]:
-    store = store_from_url(settings.resolved_store_url)
+    store = store_from_url(settings.resolved_store_url, serving=True)
     await store.open()
     providers: dict[str, ChatProvider] = {}
     try:

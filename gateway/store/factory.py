@@ -15,8 +15,11 @@ _SQLITE = "sqlite:///"
 _REDIS = ("redis://", "rediss://")
 
 
-def store_from_url(url: str) -> Store:
-    """The (unopened) store for `url`; ValueError for a scheme or path it cannot use."""
+def store_from_url(url: str, *, serving: bool = False) -> Store:
+    """The (unopened) store for `url`; ValueError for a scheme or path it cannot use.
+
+    `serving`: for `gateway serve` (an embedded store then claims its file for one process).
+    """
     if url.startswith(_SQLITE):
         path = url.removeprefix(_SQLITE)
         if not path or path.endswith("/"):
@@ -25,7 +28,7 @@ def store_from_url(url: str) -> Store:
             )
         from gateway.store.sqlite import SqliteStore  # backends load only when chosen
 
-        return SqliteStore(path)
+        return SqliteStore(path, serving=serving)
     if url.startswith(_REDIS):
         from gateway.store.redis import RedisStore
 

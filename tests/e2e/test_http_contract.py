@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import httpx
 import pytest
 
-from tests.e2e.gateway_process import GatewayProcess
+from tests.e2e.gateway_process import ROOT, GatewayProcess, free_port
 
 CHAT = {"model": "sim-chat-1", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -165,3 +168,17 @@ def test_malformed_idempotency_keys_are_400_on_chat(gateway: GatewayProcess, key
     )
     error = assert_envelope(response, 400, "invalid_request")
     assert error["details"] == [{"field": "Idempotency-Key", "message": "1 to 255 printable ASCII"}]
+
+
+def test_a_second_server_on_the_same_sqlite_file_is_refused(gateway: GatewayProcess) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "serve", "--port", str(free_port())],
+        env=gateway.env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "another gateway process is serving" in result.stdout + result.stderr
+    assert httpx.get(f"{gateway.base_url}/health").status_code == 200

@@ -31,7 +31,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 from gateway.errors import StoreUnavailable
 from gateway.store import buckets
@@ -50,6 +50,7 @@ from gateway.store.base import (
 )
 from gateway.store.sqlite import ops
 from gateway.store.sqlite.checkpoint import Checkpointer, WalLimits
+from gateway.store.sqlite.lock import claim_for_serving
 from gateway.store.sqlite.memory import CALL_SECONDS, Lease, Memory
 from gateway.store.sqlite.schema import connect
 
@@ -73,8 +74,11 @@ class SqliteStore:
         busy_timeout_ms: int = 5000,
         wal: WalLimits | None = None,
         sweep_seconds: float = 10.0,
+        serving: bool = False,
     ) -> None:
         self.path = path
+        self.serving = serving
+        """A serving store keeps holds and limits in memory, so it claims the file for itself."""
         self.busy_timeout_ms = busy_timeout_ms
         self.wal = wal or WalLimits()
         self.sweep_seconds = sweep_seconds
@@ -84,12 +88,15 @@ class SqliteStore:
         self._writes = 0
         self._mem = Memory()
         self._next_sweep = 0.0
+        self._lock: IO[bytes] | None = None
         self._writable: asyncio.Event | None = None
         """Cleared while the checkpointer rewinds the WAL: writes wait, reads go on."""
 
     async def open(self) -> None:
         if self._conn is not None:
             return
+        if self.serving:
+            self._lock = claim_for_serving(self.path)
         try:
             self._conn = connect(self.path, busy_timeout_ms=self.busy_timeout_ms)
             self._conn.execute("PRAGMA wal_autocheckpoint = 0")
@@ -108,6 +115,9 @@ class SqliteStore:
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()  # the last connection to close checkpoints and removes the WAL
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.close()
 
     async def ping(self) -> bool:
         if self._conn is None:
