@@ -14,8 +14,14 @@ SCOPE_KEY = "gateway.ctx"
 
 @dataclass(slots=True)
 class RequestContext:
+    """Also carries the few request headers the gateway reads, taken in the middleware's one
+    pass over them (the framework would build a whole header map per request)."""
+
     request_id: str
     started: float
+    authorization: str | None = None
+    content_type: str = ""
+    idempotency_key: str | None = None
     tenant: str | None = None
     model: str | None = None
     rate: RateState | None = None

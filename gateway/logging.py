@@ -1,10 +1,16 @@
-"""Structured JSON logs: one line per request, rendered by msgspec, written straight to stdout.
+"""Structured JSON logs: one line per request, rendered by msgspec, written to stdout.
 
+Inside the server, lines are flushed in batches a quarter second apart rather than one
+system call each (that was ~2 % of a request's CPU); outside a running loop (the CLI, start-up)
+every line is flushed at once, and whatever is pending is flushed at exit.
 Keys and Authorization headers never reach a log call, so there is nothing to scrub.
 """
 
 from __future__ import annotations
 
+import asyncio
+import atexit
+import contextlib
 import logging
 import sys
 from collections.abc import MutableMapping
@@ -23,8 +29,40 @@ def _render(_: Any, __: str, event: MutableMapping[str, Any]) -> bytes:
     return _encode(event)
 
 
+_FLUSH_DELAY_SECONDS = 0.25
+
+
+class _BatchedLines:
+    """A structlog logger writing bytes lines; flushes once per batch while the loop runs."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._flush_pending = False
+        atexit.register(self.flush)
+
+    def msg(self, message: bytes) -> None:
+        self._stream.write(message + b"\n")
+        if self._flush_pending:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush()
+            return
+        self._flush_pending = True
+        loop.call_later(_FLUSH_DELAY_SECONDS, self.flush)
+
+    log = debug = info = warn = warning = error = critical = exception = fatal = msg
+
+    def flush(self) -> None:
+        self._flush_pending = False
+        with contextlib.suppress(OSError, ValueError):  # a closed stdout must not fail a call
+            self._stream.flush()
+
+
 def configure_logging(level: str = "info") -> None:
     numeric = _LEVELS.get(level.lower(), 20)
+    _lines = _BatchedLines(sys.stdout.buffer)
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
@@ -33,7 +71,7 @@ def configure_logging(level: str = "info") -> None:
             _render,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.BytesLoggerFactory(sys.stdout.buffer),
+        logger_factory=lambda *_: _lines,
         cache_logger_on_first_use=True,
     )
     # Libraries log through the standard module; keep them quiet unless something is wrong.

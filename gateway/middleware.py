@@ -28,12 +28,24 @@ class RequestContextMiddleware:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
-        client_id = None
+        client_id = authorization = idempotency_key = None
+        content_type = ""
         for name, value in scope["headers"]:
-            if name == b"x-request-id":
+            if name == b"authorization":
+                authorization = value.decode("latin-1")
+            elif name == b"content-type":
+                content_type = value.decode("latin-1")
+            elif name == b"x-request-id":
                 client_id = value.decode("latin-1")
-                break
-        ctx = RequestContext(request_id=accept_request_id(client_id), started=time.perf_counter())
+            elif name == b"idempotency-key":
+                idempotency_key = value.decode("latin-1")
+        ctx = RequestContext(
+            request_id=accept_request_id(client_id),
+            started=time.perf_counter(),
+            authorization=authorization,
+            content_type=content_type,
+            idempotency_key=idempotency_key,
+        )
         scope[SCOPE_KEY] = ctx
         status = 500
 

@@ -20,8 +20,9 @@ def provide_resources(state: State) -> Resources:
 
 
 async def authenticate(request: Request[Any, Any, Any], resources: Resources) -> Caller:
-    caller = await resources.auth.authenticate(request.headers.get("authorization"))
-    context_of(request.scope).tenant = caller.tenant.name
+    ctx = context_of(request.scope)
+    caller = await resources.auth.authenticate(ctx.authorization)
+    ctx.tenant = caller.tenant.name
     return caller
 
 
