@@ -53,7 +53,7 @@ class ChatService:
         claim = chat_claim(
             tenant=caller.tenant.name,
             key=idempotency_key,
-            body=body,
+            request=request,
             lease_seconds=self._hold_seconds,
         )
         completion_id = new_completion_id()
