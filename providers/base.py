@@ -48,6 +48,13 @@ class ChatStream(Protocol):
     def __aiter__(self) -> AsyncIterator[dict[str, Any]]: ...
     async def aclose(self) -> None: ...
 
+    def ready(self) -> bool:
+        """True when the next chunk is already in memory, so taking it will not wait.
+
+        The gateway then writes the chunks that arrived together in one go (one system call
+        instead of one per chunk) without ever holding a chunk back to wait for another."""
+        ...
+
 
 @runtime_checkable
 class ChatProvider(Protocol):

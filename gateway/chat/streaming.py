@@ -76,19 +76,30 @@ class StreamJob:
         return data
 
     async def events(self) -> Any:
-        """Yield SSE byte frames; settles before the final frames."""
+        """Yield SSE bytes as chunks arrive; settles before the final frames.
+
+        Frames of chunks that arrived together (the upstream stream is `ready()`) are joined
+        into one write; a frame is never held back waiting for the next one."""
         failure: BaseException | None = None
+        batch: list[bytes] = []
+        upstream = self._upstream
         try:
             if self._first is not None:
                 frame = self.frame(self._first)
                 if frame is not None:
-                    yield frame
+                    batch.append(frame)
+            if batch and not upstream.ready():
+                yield b"".join(batch)
+                batch = []
             async for chunk in self._chunks:
                 if self.client_gone:
                     break
                 frame = self.frame(chunk)
                 if frame is not None:
-                    yield frame
+                    batch.append(frame)
+                if batch and not upstream.ready():
+                    yield b"".join(batch)
+                    batch = []
         except Exception as exc:
             failure = exc
         if self.client_gone:
@@ -98,19 +109,19 @@ class StreamJob:
             await self._settle_partial()
             error = as_gateway_error(failure)
             _log.warning("stream_broken", call_id=self._call.completion_id, error=repr(failure))
-            yield b"data: " + envelope_bytes(error, self._call.ctx.request_id) + b"\n\n"
+            batch.append(b"data: " + envelope_bytes(error, self._call.ctx.request_id) + b"\n\n")
+            yield b"".join(batch)
             return
-        tail = b""
         charge = self._charge()
+        tail = [_DONE]
         if self._call.plan.include_usage:
-            tail += b"data: " + _encode(self._usage_chunk(charge)) + b"\n\n"
-        tail += _DONE
+            tail.insert(0, b"data: " + _encode(self._usage_chunk(charge)) + b"\n\n")
         reply = None
         if self._kept is not None:
-            self._kept.append(tail)
+            self._kept += tail
             reply = StoredReply(status=200, content_type=SSE.decode(), body=b"".join(self._kept))
         await self._service.settle(self._call, charge.units, charge.tokens, reply)
-        yield tail
+        yield b"".join(batch + tail)
 
     def _charge(self) -> Any:
         return charge_for(

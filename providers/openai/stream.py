@@ -68,6 +68,9 @@ class OpenAIChatStream:
             self._abort()
             raise
 
+    def ready(self) -> bool:
+        return self._head is not None or bool(self._pending) or self._decoder.done
+
     async def aclose(self) -> None:
         response = self._response
         if response is None:

@@ -186,6 +186,9 @@ class SimulatorStream:
     async def aclose(self) -> None:
         self._closed = True
 
+    def ready(self) -> bool:
+        return not self._interval  # unpaced: every chunk is made at once
+
     def _first_delta(self) -> dict[str, Any]:
         if self._answer.tool_name is None:
             return {"role": "assistant", "content": "", "refusal": None}
