@@ -1,33 +1,61 @@
-"""POST /v1/chat/completions (Available): sync JSON or a Server-Sent Events stream."""
+"""POST /v1/chat/completions (Available): sync JSON or a Server-Sent Events stream.
+
+The busiest endpoint is a plain ASGI handler: it reads the few headers the middleware took and
+the body straight from ASGI, skipping the framework's per-request signature parsing, kwargs
+and response handling (measured: ~12 % of a chat call's CPU). Errors still go through the
+framework's exception middleware to the one envelope renderer.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from litestar import Request, post
-from litestar.types import ASGIApp
+from litestar import asgi
 
-from gateway.api.dependencies import authenticate
 from gateway.context import context_of
-from gateway.errors import UnsupportedMediaType
+from gateway.errors import (
+    InvalidRequest,
+    MethodNotAllowed,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+)
 from gateway.resources import Resources
 
-__all__ = ["HANDLERS", "create_chat_completion"]
+__all__ = ["HANDLERS", "chat_completions"]
 
 
-@post("/v1/chat/completions", status_code=200)
-async def create_chat_completion(request: Request[Any, Any, Any]) -> ASGIApp:
-    # The hot path reads its resources directly: dependency injection costs ~3 % of its CPU.
-    resources: Resources = request.app.state.resources
-    ctx = context_of(request.scope)
-    caller = await authenticate(request, resources)
-    content_type = ctx.content_type
-    if not content_type.lower().startswith("application/json"):
+@asgi("/v1/chat/completions", copy_scope=False)
+async def chat_completions(scope: Any, receive: Any, send: Any) -> None:
+    if scope["method"] != "POST":
+        raise MethodNotAllowed()
+    resources: Resources = scope["app"].state.resources
+    ctx = context_of(scope)
+    caller = await resources.auth.authenticate(ctx.authorization)
+    ctx.tenant = caller.tenant.name
+    if not ctx.content_type.lower().startswith("application/json"):
         raise UnsupportedMediaType(
-            f"Send the body as JSON with 'Content-Type: application/json' (got {content_type!r})."
+            "Send the body as JSON with 'Content-Type: application/json' "
+            f"(got {ctx.content_type!r})."
         )
-    body = await request.body()
-    return await resources.chat.handle(caller, ctx, body, ctx.idempotency_key)  # type: ignore[no-any-return]
+    body = await _read_body(receive, resources.config.file.gateway.max_body_bytes)
+    response = await resources.chat.handle(caller, ctx, body, ctx.idempotency_key)
+    await response(scope, receive, send)
 
 
-HANDLERS = [create_chat_completion]
+async def _read_body(receive: Any, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # the client went away before sending it all
+            raise InvalidRequest("The request body was not received completely.")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"The request body is larger than {limit} bytes.")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+HANDLERS = [chat_completions]
