@@ -74,7 +74,11 @@ class ChatService:
             if plan.stream:
                 upstream = await route.provider.stream(plan.upstream_body)
                 job = StreamJob(self, call, upstream)
-                await job.prefetch()
+                try:
+                    await job.prefetch()
+                except BaseException:
+                    await job.close_upstream()
+                    raise
                 return ChatEventStream(job)
             completion = await route.provider.complete(plan.upstream_body)
         except Exception as exc:

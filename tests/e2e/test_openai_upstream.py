@@ -246,3 +246,15 @@ def _ledger_size(gateway: GatewayProcess) -> int:
         headers={"Authorization": f"Bearer {gateway.api_key}"},
     ).json()
     return len(page["data"])
+
+
+def test_stream_failing_before_the_gateway_sent_anything_is_a_json_error(
+    client: openai.OpenAI, upstream: FakeOpenAI, gateway: GatewayProcess
+) -> None:
+    before = _ledger_size(gateway)
+    upstream.enqueue(StreamReply(break_after=0))  # headers, then the connection closes
+    with pytest.raises(openai.InternalServerError) as caught:
+        client.chat.completions.create(model="up-chat", messages=MESSAGES, stream=True)
+    assert caught.value.response.headers["content-type"].startswith("application/json")
+    assert caught.value.code == "upstream_error"
+    assert _ledger_size(gateway) == before  # released: nothing reached the client
