@@ -12,6 +12,7 @@ from typing import Any
 
 from litestar import asgi
 
+from gateway.api.dependencies import authenticate
 from gateway.context import context_of
 from gateway.errors import (
     InvalidRequest,
@@ -30,8 +31,7 @@ async def chat_completions(scope: Any, receive: Any, send: Any) -> None:
         raise MethodNotAllowed()
     resources: Resources = scope["app"].state.resources
     ctx = context_of(scope)
-    caller = await resources.auth.authenticate(ctx.authorization)
-    ctx.tenant = caller.tenant.name
+    caller = await authenticate(ctx, resources)
     if not ctx.content_type.lower().startswith("application/json"):
         raise UnsupportedMediaType(
             "Send the body as JSON with 'Content-Type: application/json' "

@@ -8,7 +8,7 @@ from litestar import Request
 from litestar.datastructures import State
 
 from gateway.auth import Caller
-from gateway.context import context_of
+from gateway.context import RequestContext, context_of
 from gateway.resources import Resources
 
 __all__ = ["authenticate", "provide_caller", "provide_resources"]
@@ -19,8 +19,8 @@ def provide_resources(state: State) -> Resources:
     return resources
 
 
-async def authenticate(request: Request[Any, Any, Any], resources: Resources) -> Caller:
-    ctx = context_of(request.scope)
+async def authenticate(ctx: RequestContext, resources: Resources) -> Caller:
+    """The caller of the request's Bearer key (taken by the middleware), noted for the log."""
     caller = await resources.auth.authenticate(ctx.authorization)
     ctx.tenant = caller.tenant.name
     return caller
@@ -28,6 +28,7 @@ async def authenticate(request: Request[Any, Any, Any], resources: Resources) ->
 
 async def provide_caller(request: Request[Any, Any, Any], resources: Resources) -> Caller:
     """Authenticated and counted against requests-per-minute."""
-    caller = await authenticate(request, resources)
-    await resources.gatekeeper.check(caller, context_of(request.scope))
+    ctx = context_of(request.scope)
+    caller = await authenticate(ctx, resources)
+    await resources.gatekeeper.check(caller, ctx)
     return caller
