@@ -6,15 +6,13 @@ import hashlib
 
 import msgspec
 
-from gateway.api.raw import RawResponse
 from gateway.errors import ErrorDetail, GatewayError, InvalidRequest, ValidationFailed
+from gateway.responses import RawResponse
 from gateway.store.base import IdempotencyClaim, StoredReply
 
-__all__ = ["REPLAY_WINDOW_SECONDS", "chat_claim", "claim_for", "fingerprint", "replay"]
+__all__ = ["chat_claim", "claim_for", "fingerprint", "replay"]
 
 _canonical = msgspec.json.Encoder(order="sorted").encode
-
-REPLAY_WINDOW_SECONDS = 86_400
 
 
 def fingerprint(request: object) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["DEFAULT_CONFIG", "DEFAULT_DATA_DIR", "Settings"]
@@ -24,7 +24,6 @@ class Settings:
     log_level: str = "info"
     key_cache_seconds: float | None = None
     """How long a looked-up API key is trusted in process; None: 0 on SQLite, 1 s on Redis."""
-    extra: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:

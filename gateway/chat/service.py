@@ -13,7 +13,6 @@ from typing import Any
 import msgspec
 
 from gateway.admission import Gatekeeper
-from gateway.api.raw import RawResponse
 from gateway.auth import Caller
 from gateway.chat.plan import ChatPlan, plan_call
 from gateway.chat.streaming import ChatEventStream, StreamJob
@@ -24,6 +23,7 @@ from gateway.error_mapping import as_gateway_error
 from gateway.idempotency import chat_claim, replay
 from gateway.ids import new_completion_id
 from gateway.logging import get_logger
+from gateway.responses import RawResponse
 from gateway.routing.resolver import Route, Router
 from gateway.store.base import IdempotencyClaim, Release, Settlement, Store, StoredReply
 from providers.errors import ProviderError, UpstreamTimeout, UpstreamUnavailable

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from gateway.api.envelope import envelope_bytes
-from gateway.api.raw import SSE
 from gateway.chat.usage import charge_for, usage_fields
+from gateway.envelope import envelope_bytes
 from gateway.error_mapping import as_gateway_error
 from gateway.logging import get_logger
+from gateway.responses import SSE
 from gateway.store.base import StoredReply
 from providers.base import ChatStream
 
