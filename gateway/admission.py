@@ -11,6 +11,7 @@ from gateway.errors import (
     IdempotencyKeyReused,
     InsufficientCredits,
     RateLimited,
+    StoreUnavailable,
 )
 from gateway.ids import new_call_id
 from gateway.ratelimit_headers import retry_after_seconds
@@ -72,4 +73,6 @@ class Gatekeeper:
             )
         if outcome is AdmissionOutcome.IN_PROGRESS:
             raise IdempotencyInProgress()
+        if outcome is AdmissionOutcome.ABANDONED:  # only a call id reused after its release
+            raise StoreUnavailable()
         raise IdempotencyKeyReused()

@@ -7,11 +7,13 @@
     ├── InsufficientCredits           402 insufficient_credits
     ├── NotFound                      404 not_found
     ├── MethodNotAllowed              405 method_not_allowed
+    ├── RequestTimedOut               408 request_timeout (retryable)
     ├── IdempotencyInProgress         409 idempotency_request_in_progress (retryable)
     ├── PayloadTooLarge               413 payload_too_large
     ├── UnsupportedMediaType          415 unsupported_media_type
     ├── IdempotencyKeyReused          422 idempotency_key_reused
     ├── RateLimited                   429 rate_limited (retryable, Retry-After)
+    ├── RequestHeadTooLarge           431 request_headers_too_large
     ├── NotImplementedYet             501 not_implemented
     ├── UpstreamFailed                502 upstream_error (retryable)
     ├── ModelUnavailable              503 model_unavailable (retryable)
@@ -41,6 +43,8 @@ __all__ = [
     "NotImplementedYet",
     "PayloadTooLarge",
     "RateLimited",
+    "RequestHeadTooLarge",
+    "RequestTimedOut",
     "StoreUnavailable",
     "UnsupportedMediaType",
     "UpstreamFailed",
@@ -113,6 +117,11 @@ class IdempotencyInProgress(GatewayError):
     default_message = "A request with this Idempotency-Key is still in progress."
 
 
+class RequestTimedOut(GatewayError):
+    status_code, code, retryable = 408, "request_timeout", True
+    default_message = "The request was not received in time."
+
+
 class PayloadTooLarge(GatewayError):
     status_code, code, retryable = 413, "payload_too_large", False
     default_message = "The request body is too large."
@@ -131,6 +140,11 @@ class IdempotencyKeyReused(GatewayError):
 class RateLimited(GatewayError):
     status_code, code, retryable = 429, "rate_limited", True
     default_message = "Rate limit exceeded; retry after the number of seconds in Retry-After."
+
+
+class RequestHeadTooLarge(GatewayError):
+    status_code, code, retryable = 431, "request_headers_too_large", False
+    default_message = "The request line and headers are too large."
 
 
 class NotImplementedYet(GatewayError):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from gateway.auth import DUPLICATE
 from gateway.context import SCOPE_KEY, RequestContext
 from gateway.ids import accept_request_id
 from gateway.logging import get_logger
@@ -32,7 +33,8 @@ class RequestContextMiddleware:
         content_type = ""
         for name, value in scope["headers"]:
             if name == b"authorization":
-                authorization = value.decode("latin-1")
+                # Two credentials are ambiguous: refused like a malformed one.
+                authorization = DUPLICATE if authorization is not None else value.decode("latin-1")
             elif name == b"content-type":
                 content_type = value.decode("latin-1")
             elif name == b"x-request-id":

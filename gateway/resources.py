@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from gateway.admission import Gatekeeper
 from gateway.auth import Authenticator
 from gateway.chat.service import ChatService
+from gateway.finisher import CallFinisher
+from gateway.health import StoreHealth
 from gateway.routing.config import GatewayConfig
 from gateway.routing.resolver import Router
 from gateway.settings import Settings
@@ -29,6 +31,8 @@ class Resources:
     router: Router
     auth: Authenticator
     gatekeeper: Gatekeeper
+    finisher: CallFinisher
+    health: StoreHealth
     chat: ChatService
 
 
@@ -37,11 +41,13 @@ async def open_resources(settings: Settings, config: GatewayConfig) -> AsyncIter
     store = store_from_url(settings.resolved_store_url, serving=True)
     await store.open()
     providers: dict[str, ChatProvider] = {}
+    finisher = CallFinisher(store)
     try:
         for name, entry in config.providers.items():
             providers[name] = spec_for(entry.kind).create(name, entry.options)
         router = Router(config, providers)
         gatekeeper = Gatekeeper(store)
+        finisher.start()
         yield Resources(
             settings=settings,
             config=config,
@@ -50,11 +56,14 @@ async def open_resources(settings: Settings, config: GatewayConfig) -> AsyncIter
             router=router,
             auth=Authenticator(store, config, settings.resolved_key_cache_seconds),
             gatekeeper=gatekeeper,
+            finisher=finisher,
+            health=StoreHealth(store),
             chat=ChatService(
-                store, router, gatekeeper, hold_seconds=config.file.gateway.hold_seconds
+                finisher, router, gatekeeper, hold_seconds=config.file.gateway.hold_seconds
             ),
         )
     finally:
+        await finisher.close()
         for provider in providers.values():
             await provider.close()
         await store.close()

@@ -1,4 +1,5 @@
-"""`gateway serve`: one uvicorn process on uvloop + httptools, no access log (we log ourselves)."""
+"""`gateway serve`: one uvicorn process on uvloop + httptools (with bounded request heads and
+read timeouts, `gateway.http_protocol`), no access log (we log ourselves)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import uvicorn
 
 from gateway.app import create_app
 from gateway.bootstrap import bootstrap_embedded
+from gateway.http_protocol import HttpLimits, bounded_protocol
 from gateway.routing.config import GatewayConfig
 from gateway.settings import Settings
 from gateway.store import store_from_url
@@ -34,13 +36,20 @@ def serve(settings: Settings, config: GatewayConfig) -> int:
     if key is not None:
         print(f"API key (tenant default): {key}", flush=True)
     app = create_app(settings, config)
+    section = config.file.gateway
+    limits = HttpLimits(
+        max_head_bytes=section.max_header_bytes,
+        max_headers=section.max_headers,
+        head_timeout=section.header_timeout_seconds,
+        body_idle_timeout=section.body_idle_timeout_seconds,
+    )
     with contextlib.suppress(KeyboardInterrupt):
         uvicorn.run(
             app,
             host=settings.host,
             port=settings.port,
             loop="uvloop",
-            http="httptools",
+            http=bounded_protocol(limits),
             access_log=False,
             log_level="warning",
             lifespan="on",

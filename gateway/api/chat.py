@@ -14,12 +14,8 @@ from litestar import asgi
 
 from gateway.api.dependencies import authenticate
 from gateway.context import context_of
-from gateway.errors import (
-    InvalidRequest,
-    MethodNotAllowed,
-    PayloadTooLarge,
-    UnsupportedMediaType,
-)
+from gateway.errors import InvalidRequest, MethodNotAllowed, PayloadTooLarge
+from gateway.json_body import require_json_content_type
 from gateway.resources import Resources
 
 __all__ = ["HANDLERS", "chat_completions"]
@@ -32,11 +28,7 @@ async def chat_completions(scope: Any, receive: Any, send: Any) -> None:
     resources: Resources = scope["app"].state.resources
     ctx = context_of(scope)
     caller = await authenticate(ctx, resources)
-    if not ctx.content_type.lower().startswith("application/json"):
-        raise UnsupportedMediaType(
-            "Send the body as JSON with 'Content-Type: application/json' "
-            f"(got {ctx.content_type!r})."
-        )
+    require_json_content_type(ctx.content_type)
     body = await _read_body(receive, resources.config.file.gateway.max_body_bytes)
     response = await resources.chat.handle(caller, ctx, body, ctx.idempotency_key)
     await response(scope, receive, send)

@@ -1,4 +1,4 @@
-"""GET /v1/health: no authentication; 503 when the store does not answer."""
+"""GET /v1/health: no authentication; 503 `degraded` when the store does not answer in time."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ __all__ = ["HANDLERS", "health"]
 
 @get("/v1/health")
 async def health(resources: Resources) -> Response[dict[str, Any]]:
-    if await resources.store.ping():
+    if await resources.health.store_answers():
         return Response({"status": "ok"}, status_code=200)
     return Response({"status": "degraded", "store": "unavailable"}, status_code=503)
 

@@ -1,4 +1,4 @@
 from gateway.auth.keys import API_KEY_PREFIX, hash_api_key, new_api_key
-from gateway.auth.service import Authenticator, Caller
+from gateway.auth.service import DUPLICATE, Authenticator, Caller
 
-__all__ = ["API_KEY_PREFIX", "Authenticator", "Caller", "hash_api_key", "new_api_key"]
+__all__ = ["API_KEY_PREFIX", "DUPLICATE", "Authenticator", "Caller", "hash_api_key", "new_api_key"]

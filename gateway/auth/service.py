@@ -10,9 +10,12 @@ from gateway.errors import InvalidApiKey
 from gateway.routing.config import GatewayConfig, Tenant
 from gateway.store.base import ApiKeyRecord, Store
 
-__all__ = ["Authenticator", "Caller"]
+__all__ = ["DUPLICATE", "Authenticator", "Caller"]
 
 _MAX_CACHED = 10_000
+
+DUPLICATE = "\x00two Authorization headers"
+"""What the request context holds when a request carried more than one Authorization header."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +32,8 @@ class Authenticator:
         self._cache: dict[str, tuple[float, ApiKeyRecord | None]] = {}
 
     async def authenticate(self, authorization: str | None) -> Caller:
+        if authorization is DUPLICATE:
+            raise InvalidApiKey("Send exactly one Authorization header.")
         if not authorization or authorization[:7].lower() != "bearer ":
             raise InvalidApiKey()
         key = authorization[7:].strip()

@@ -2,7 +2,10 @@
 
 Two store round trips per call: `admit` before the upstream call, and `settle` (or `release`
 when the call failed before producing anything) before the last bytes reach the client, so the
-charge in `usage.credits` is already real when the client reads it.
+charge in `usage.credits` is already real when the client reads it. When the store stalls,
+`gateway.finisher` retries the finishing step: a call that ran is answered with its result
+(never with a retryable error it was charged for), one that failed is released once the store
+is back, and an admission whose outcome is unknown is released (and fenced) the same way.
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ from gateway.chat.usage import charge_for, usage_fields
 from gateway.chat.validation import parse_chat_request
 from gateway.context import RequestContext
 from gateway.error_mapping import as_gateway_error
+from gateway.errors import StoreUnavailable
+from gateway.finisher import CallFinisher
 from gateway.idempotency import chat_claim, replay
 from gateway.ids import new_completion_id
 from gateway.logging import get_logger
 from gateway.responses import RawResponse
 from gateway.routing.resolver import Route, Router
-from gateway.store.base import IdempotencyClaim, Release, Settlement, Store, StoredReply
+from gateway.store.base import IdempotencyClaim, Release, Settlement, StoredReply
 from providers.errors import ProviderError, UpstreamTimeout, UpstreamUnavailable
 
 __all__ = ["ChatService"]
@@ -36,9 +41,14 @@ _log = get_logger("gateway.chat")
 
 class ChatService:
     def __init__(
-        self, store: Store, router: Router, gatekeeper: Gatekeeper, *, hold_seconds: int
+        self,
+        finisher: CallFinisher,
+        router: Router,
+        gatekeeper: Gatekeeper,
+        *,
+        hold_seconds: int,
     ) -> None:
-        self._store = store
+        self._finisher = finisher
         self._router = router
         self._gatekeeper = gatekeeper
         self._hold_seconds = hold_seconds
@@ -57,19 +67,24 @@ class ChatService:
             lease_seconds=self._hold_seconds,
         )
         completion_id = new_completion_id()
-        admitted = await self._gatekeeper.admit(
-            caller,
-            ctx,
-            call_id=completion_id,
-            tokens=plan.tokens_reserved,
-            hold_units=plan.hold_units,
-            hold_seconds=self._hold_seconds,
-            claim=claim,
-        )
+        call = _Call(caller, ctx, completion_id, route, plan, claim, len(body))
+        try:
+            admitted = await self._gatekeeper.admit(
+                caller,
+                ctx,
+                call_id=completion_id,
+                tokens=plan.tokens_reserved,
+                hold_units=plan.hold_units,
+                hold_seconds=self._hold_seconds,
+                claim=claim,
+            )
+        except StoreUnavailable:
+            # It may still reach the store: release it then, and fence it if it comes later.
+            self._finisher.abandon(self._release_of(call))
+            raise
         if admitted.reply is not None:
             ctx.replayed = True
             return replay(admitted.reply)
-        call = _Call(caller, ctx, completion_id, route, plan, claim, len(body))
         try:
             if plan.stream:
                 upstream = await route.provider.stream(plan.upstream_body)
@@ -109,8 +124,9 @@ class ChatService:
 
     async def settle(
         self, call: _Call, charge_units: int, tokens_used: int, reply: StoredReply | None
-    ) -> int:
-        return await self._store.settle(
+    ) -> None:
+        """Charge the call; waits out a short store stall, never raises for one."""
+        await self._finisher.settle(
             Settlement(
                 tenant=call.caller.tenant.name,
                 api_key_id=call.caller.key_id,
@@ -127,19 +143,18 @@ class ChatService:
         )
 
     async def release(self, call: _Call) -> None:
-        try:
-            await self._store.release(
-                Release(
-                    tenant=call.caller.tenant.name,
-                    api_key_id=call.caller.key_id,
-                    call_id=call.completion_id,
-                    limits=call.caller.tenant.limits,
-                    tokens_reserved=call.plan.tokens_reserved,
-                    idempotency=call.claim,
-                )
-            )
-        except Exception as exc:  # the hold expires on its own; the original error matters more
-            _log.warning("release_failed", call_id=call.completion_id, error=repr(exc))
+        await self._finisher.release(self._release_of(call))
+
+    @staticmethod
+    def _release_of(call: _Call) -> Release:
+        return Release(
+            tenant=call.caller.tenant.name,
+            api_key_id=call.caller.key_id,
+            call_id=call.completion_id,
+            limits=call.caller.tenant.limits,
+            tokens_reserved=call.plan.tokens_reserved,
+            idempotency=call.claim,
+        )
 
     def _note_failure(self, route: Route, exc: Exception) -> None:
         if isinstance(exc, (UpstreamUnavailable, UpstreamTimeout)):

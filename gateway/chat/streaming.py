@@ -79,7 +79,9 @@ class StreamJob:
         """Yield SSE bytes as chunks arrive; settles before the final frames.
 
         Frames of chunks that arrived together (the upstream stream is `ready()`) are joined
-        into one write; a frame is never held back waiting for the next one."""
+        into one write; a frame is never held back waiting for the next one. Whatever fails
+        once the response has started (the upstream, or the gateway itself) ends the stream
+        with an error event and no `[DONE]`, charged for what was produced."""
         failure: BaseException | None = None
         batch: list[bytes] = []
         upstream = self._upstream
@@ -100,6 +102,17 @@ class StreamJob:
                 if batch and not upstream.ready():
                     yield b"".join(batch)
                     batch = []
+            if not self.client_gone:
+                charge = self._charge()
+                tail = [_DONE]
+                if self._call.plan.include_usage:
+                    tail.insert(0, b"data: " + _encode(self._usage_chunk(charge)) + b"\n\n")
+                reply = None
+                if self._kept is not None:
+                    self._kept += tail
+                    reply = StoredReply(
+                        status=200, content_type=SSE.decode(), body=b"".join(self._kept)
+                    )
         except Exception as exc:
             failure = exc
         if self.client_gone:
@@ -112,14 +125,6 @@ class StreamJob:
             batch.append(b"data: " + envelope_bytes(error, self._call.ctx.request_id) + b"\n\n")
             yield b"".join(batch)
             return
-        charge = self._charge()
-        tail = [_DONE]
-        if self._call.plan.include_usage:
-            tail.insert(0, b"data: " + _encode(self._usage_chunk(charge)) + b"\n\n")
-        reply = None
-        if self._kept is not None:
-            self._kept += tail
-            reply = StoredReply(status=200, content_type=SSE.decode(), body=b"".join(self._kept))
         await self._service.settle(self._call, charge.units, charge.tokens, reply)
         yield b"".join(batch + tail)
 
@@ -148,10 +153,10 @@ class StreamJob:
 
     async def _settle_partial(self) -> None:
         """A stream that did not complete: charge what was produced, keep no reply."""
-        charge = self._charge()
         try:
+            charge = self._charge()
             await self._service.settle(self._call, charge.units, charge.tokens, None)
-        except Exception as exc:
+        except Exception as exc:  # a fault of the gateway's own; the hold expires by itself
             _log.error("settle_failed", call_id=self._call.completion_id, error=repr(exc))
 
     async def close_upstream(self) -> None:

@@ -12,6 +12,7 @@ import msgspec
 from msgspec import UNSET
 
 from gateway.errors import ErrorDetail, InvalidRequest
+from gateway.json_body import decode_json
 from gateway.schemas.chat import ChatMessage, ChatRequest
 
 __all__ = ["parse_chat_request"]
@@ -26,40 +27,13 @@ _PART_TYPES = ("text", "image_url", "input_audio", "file", "refusal")
 
 
 def parse_chat_request(body: bytes) -> ChatRequest:
-    if not body:
-        raise InvalidRequest(
-            "The request body is empty.",
-            details=[ErrorDetail(field="body", message="send a JSON object")],
-        )
-    try:
-        request = _DECODER.decode(body)
-    except msgspec.ValidationError as exc:
-        raise InvalidRequest(str(exc), details=[_detail_from(exc)]) from exc
-    except msgspec.DecodeError as exc:
-        raise InvalidRequest(
-            "The request body is not valid JSON.",
-            details=[ErrorDetail(field="body", message=str(exc))],
-        ) from exc
+    request = decode_json(body, _DECODER, InvalidRequest)
     problems = _check(request)
     if problems:
         raise InvalidRequest(
             "; ".join(f"{p.field}: {p.message}" for p in problems), details=problems
         )
     return request
-
-
-def _detail_from(exc: msgspec.ValidationError) -> ErrorDetail:
-    message, _, at = str(exc).partition(" - at `$")
-    field = at.rstrip("`").lstrip(".") if at else "body"
-    if message.startswith("Object contains unknown field"):
-        name = message.split("`")[1] if "`" in message else ""
-        message = f"unrecognized request argument: {name}"
-        field = f"{field}.{name}".lstrip(".") if field != "body" else name
-    elif message.startswith("Object missing required field"):
-        name = message.split("`")[1] if "`" in message else ""
-        field = f"{field}.{name}".lstrip(".") if field != "body" else name
-        message = "this field is required"
-    return ErrorDetail(field=field or "body", message=message)
 
 
 def _set(value: Any) -> bool:

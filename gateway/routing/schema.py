@@ -6,7 +6,7 @@ Money-like numbers are Decimal (the file is parsed with `parse_float=Decimal`), 
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -82,6 +82,14 @@ class GatewaySection(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_body_bytes: int = 10 * 1024 * 1024
     hold_seconds: int = 900
     """How long a chat's credit hold lives if its call dies without settling."""
+    max_header_bytes: Annotated[int, msgspec.Meta(ge=1024)] = 32 * 1024
+    """Request line and headers together, per request (431 beyond)."""
+    max_headers: Annotated[int, msgspec.Meta(ge=8)] = 100
+    """Header lines per request (431 beyond)."""
+    header_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    """Time for a request line and headers to arrive completely (408 beyond)."""
+    body_idle_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    """Longest pause between two reads of a request body (408 beyond)."""
 
 
 class ConfigFile(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -92,6 +92,9 @@ class AdmissionOutcome(enum.Enum):
     KEY_REUSED = "key_reused"
     RATE_LIMITED = "rate_limited"
     INSUFFICIENT_CREDITS = "insufficient_credits"
+    ABANDONED = "abandoned"
+    """The call was already released: an admission that reached the store after its caller
+    gave up on it (see `Store.release`). Nothing was taken."""
 
 
 class Admission(msgspec.Struct, kw_only=True, frozen=True):
@@ -199,7 +202,10 @@ class Store(Protocol):
         """Returns the balance in units after the charge."""
         ...
 
-    async def release(self, release: Release) -> None: ...
+    async def release(self, release: Release) -> None:
+        """Idempotent. Also fences the call: a later `admit` of the same call_id (one written
+        before its caller gave up, reaching the store late) is ABANDONED and takes nothing."""
+        ...
 
     # Wallet
     async def grant(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gateway.store.base import AdmissionOutcome, RateState, Store
-from tests.store.support import Run, admission, release, settlement
+from tests.store.support import Run, admission, claim, release, settlement
 
 ADMITTED = AdmissionOutcome.ADMITTED
 RATE_LIMITED = AdmissionOutcome.RATE_LIMITED
@@ -152,3 +152,20 @@ def test_release_gives_back_hold_and_tokens_once(store: Store, run: Run) -> None
     probe = run(store.admit(admission("probe", tpm=1000, hold=100)))
     assert probe.outcome is ADMITTED
     assert probe.rate.remaining_tokens == 1000  # given back, capped at capacity, not doubled
+
+
+def test_a_release_fences_an_admission_that_arrives_after_it(store: Store, run: Run) -> None:
+    """An admission its caller gave up on (a store timeout) may reach the store after the
+    release that the caller sent for it: it must then take nothing."""
+    key = claim()
+    late = admission("late", tpm=1000, tokens=600, hold=500, idempotency=key)
+    run(store.grant("t1", 1000, entry_id="g1", reason="test"))
+    run(store.release(release(late)))
+
+    result = run(store.admit(late))
+    assert result.outcome is AdmissionOutcome.ABANDONED
+    assert run(store.wallet("t1")).held_units == 0
+    # Neither the tokens nor the idempotency key were taken: another call gets both.
+    retry = run(store.admit(admission("retry", tpm=1000, tokens=1000, hold=500, idempotency=key)))
+    assert retry.outcome is ADMITTED
+    assert retry.rate.remaining_tokens == 0

@@ -96,7 +96,13 @@ def test_admission_and_release_write_nothing(tmp_path: Path, run: Run) -> None:
         run(store.admit(free))
         run(store.settle(settlement(free, charge=0)))  # nothing durable: no transaction
         assert _wal_size(tmp_path / "g.db") == before
-        assert store.memory_sizes() == {"buckets": 1, "holds": 0, "leases": 0, "calls": 0}
+        assert store.memory_sizes() == {
+            "buckets": 1,
+            "holds": 0,
+            "leases": 0,
+            "calls": 0,
+            "fenced": 0,
+        }
     finally:
         run(store.close())
 
@@ -119,14 +125,26 @@ def test_expired_memory_entries_are_swept(tmp_path: Path, run: Run) -> None:
                 idempotency=claim(f"s{i}", lease_seconds=1),
             )
             assert run(store.admit(lost)).outcome is ADMITTED
-        assert store.memory_sizes() == {"buckets": 50, "holds": 50, "leases": 50, "calls": 50}
+        assert store.memory_sizes() == {
+            "buckets": 50,
+            "holds": 50,
+            "leases": 50,
+            "calls": 50,
+            "fenced": 0,
+        }
         assert run(store.wallet("t1")).held_units == 500
 
         time.sleep(1.2)  # holds, leases and markers expired; buckets refilled (0.1 s)
 
         assert run(store.wallet("t1")).held_units == 0
         run(store.admit(admission("next", api_key_id="k-next", rpm=0)))  # sweeps
-        assert store.memory_sizes() == {"buckets": 0, "holds": 0, "leases": 0, "calls": 0}
+        assert store.memory_sizes() == {
+            "buckets": 0,
+            "holds": 0,
+            "leases": 0,
+            "calls": 0,
+            "fenced": 0,
+        }
     finally:
         run(store.close())
 

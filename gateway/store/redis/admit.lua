@@ -1,8 +1,10 @@
 -- admit: rate limits, idempotency reservation and credit hold in one atomic step.
--- KEYS: rate, idem, holds, hold_expiry, wallet
+-- KEYS: rate, idem, holds, hold_expiry, wallet, done
 -- ARGV: rpm, tpm, tokens, hold_units, hold_seconds, has_claim (0/1), fingerprint,
 --       hold_id, lease_seconds, call_id
 -- Returns {outcome, available_units, requests_level, tokens_level[, reply]}.
+-- A call already released (its caller gave up on this admission) takes nothing.
+if redis.call('EXISTS', KEYS[6]) == 1 then return {'abandoned', 0, '0', '0'} end
 local rpm, tpm = tonumber(ARGV[1]), tonumber(ARGV[2])
 local r, t = load_buckets(KEYS[1], rpm, tpm)
 purge_holds(KEYS[3], KEYS[4])

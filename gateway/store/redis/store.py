@@ -228,6 +228,7 @@ class RedisStore:
                 k.holds(tenant),
                 k.hold_expiry(tenant),
                 k.wallet(tenant),
+                k.done(admission.call_id),
             ),
             (
                 limits.requests_per_minute,

@@ -24,13 +24,20 @@ from typing import NamedTuple
 from gateway.store import buckets
 from gateway.store.base import RateLimits
 
-__all__ = ["CALL_SECONDS", "Lease", "Memory"]
+__all__ = ["CALL_SECONDS", "FENCE_SECONDS", "Lease", "Memory"]
 
 CALL_SECONDS = 900
 """How long the marker of a call that reserved tokens only (no hold, no lease) is kept.
 
 A call with a hold or a lease keeps its marker as long as the longer of the two: past that,
 the gateway has given up on the call anyway."""
+
+
+FENCE_SECONDS = 60
+"""How long a release of a call this process never admitted keeps that call from being admitted.
+
+Here an admission cannot reach the store after its caller gave up (it runs inline), so the
+fence only keeps the store's contract (`Store.release`) the same on both backends."""
 
 
 class Lease(NamedTuple):
@@ -86,6 +93,8 @@ class Memory:
         self.leases: dict[str, Lease] = {}
         self.calls: dict[str, float] = {}
         """call_id -> when to forget it: present while the call holds a reservation."""
+        self.fenced: dict[str, float] = {}
+        """call_id -> when to forget it: released before it was ever admitted."""
 
     # Rate buckets --------------------------------------------------------------------------
 
@@ -169,6 +178,7 @@ class Memory:
                 del self.holds[tenant]
         self.leases = {s: lease for s, lease in self.leases.items() if lease.expires_at > now}
         self.calls = {c: until for c, until in self.calls.items() if until > now}
+        self.fenced = {c: until for c, until in self.fenced.items() if until > now}
 
     def sizes(self) -> dict[str, int]:
         """Entries per kind (for tests and metrics)."""
@@ -177,4 +187,5 @@ class Memory:
             "holds": sum(len(h.by_call) for h in self.holds.values()),
             "leases": len(self.leases),
             "calls": len(self.calls),
+            "fenced": len(self.fenced),
         }

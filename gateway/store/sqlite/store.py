@@ -51,7 +51,7 @@ from gateway.store.base import (
 from gateway.store.sqlite import ops
 from gateway.store.sqlite.checkpoint import Checkpointer, WalLimits
 from gateway.store.sqlite.lock import claim_for_serving
-from gateway.store.sqlite.memory import CALL_SECONDS, Lease, Memory
+from gateway.store.sqlite.memory import CALL_SECONDS, FENCE_SECONDS, Lease, Memory
 from gateway.store.sqlite.schema import connect
 
 __all__ = ["SqliteStore"]
@@ -246,6 +246,9 @@ class SqliteStore:
                 outcome=outcome, rate=rate, reply=reply, available_units=available
             )
 
+        if a.call_id in mem.fenced:
+            return result(AdmissionOutcome.ABANDONED)
+
         if rpm > 0 and r < 1:
             return result(AdmissionOutcome.RATE_LIMITED)
 
@@ -314,8 +317,10 @@ class SqliteStore:
         rel, mem = release, self._mem
         mem.unhold(rel.tenant, rel.call_id)
         tpm = rel.limits.tokens_per_minute
-        if mem.calls.pop(rel.call_id, None) is not None and tpm > 0 and rel.tokens_reserved > 0:
-            now = time.time()
+        now = time.time()
+        if mem.calls.pop(rel.call_id, None) is None:
+            mem.fenced[rel.call_id] = now + FENCE_SECONDS
+        elif tpm > 0 and rel.tokens_reserved > 0:
             r, t = mem.levels(rel.api_key_id, rel.limits, now)
             t = buckets.reconcile(t, tpm, min(rel.tokens_reserved, tpm))
             mem.store_levels(rel.api_key_id, rel.limits, r, t, now)
