@@ -1,4 +1,4 @@
-"""`gateway`: serve, manage keys and credits, check the routing file.
+"""`gateway`: serve, run task workers, manage keys and credits, check the routing file.
 
 Operators script these commands: output formats and exit codes are stable. Settings come from
 the same environment variables as `serve` (GATEWAY_STORE_URL, GATEWAY_CONFIG, ...).
@@ -34,6 +34,11 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the gateway")
     serve.add_argument("--host", help="listen address (env GATEWAY_HOST, default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="listen port (env GATEWAY_PORT, default 8080)")
+
+    worker = commands.add_parser("worker", help="run task workers (images, music)")
+    worker.add_argument(
+        "--concurrency", type=int, help="tasks at once (env GATEWAY_WORKERS, default 4)"
+    )
 
     keys = commands.add_parser("keys", help="API keys").add_subparsers(dest="action", required=True)
     create = keys.add_parser("create", help="issue a key; prints only the key")
@@ -87,6 +92,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.port:
             settings = replace(settings, port=args.port)
         return serve(settings, config)
+    if args.command == "worker":
+        from gateway.tasks.run import run_worker
+
+        if args.concurrency is not None:
+            if args.concurrency < 1:
+                _err("--concurrency must be at least 1")
+                return 2
+            settings = replace(settings, workers=args.concurrency)
+        elif settings.workers < 1:
+            settings = replace(settings, workers=4)
+        return run_worker(settings, config)
     action: Callable[[Store, GatewayConfig, Any], Awaitable[int]] = _ACTIONS[
         (args.command, args.action)
     ]

@@ -5,7 +5,15 @@ from __future__ import annotations
 import os
 import re
 
-__all__ = ["accept_request_id", "new_call_id", "new_completion_id", "new_key_id", "new_request_id"]
+__all__ = [
+    "accept_request_id",
+    "new_artifact_id",
+    "new_call_id",
+    "new_completion_id",
+    "new_key_id",
+    "new_request_id",
+    "new_task_id",
+]
 
 _CLIENT_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
@@ -44,6 +52,14 @@ def new_completion_id() -> str:
 
 def new_call_id() -> str:
     return "call_" + _random.hex(16)
+
+
+def new_task_id() -> str:
+    return "task_" + _random.hex(16)
+
+
+def new_artifact_id() -> str:
+    return "art_" + _random.hex(16)
 
 
 def new_key_id() -> str:

@@ -99,7 +99,8 @@ def _decode_problem(body: bytes, exc: Exception) -> str:
 def error_detail(exc: msgspec.ValidationError) -> ErrorDetail:
     """The field a msgspec validation error is about, as a dotted path, and the problem."""
     message, _, at = str(exc).partition(" - at `$")
-    field = at.rstrip("`").lstrip(".") if at else "body"
+    # msgspec writes a mapping's value as `[...]` (it does not say which key): name the map.
+    field = at.rstrip("`").lstrip(".").replace("[...]", "") if at else "body"
     if message.startswith("Object contains unknown field"):
         name = message.split("`")[1] if "`" in message else ""
         message = f"unrecognized request argument: {name}"

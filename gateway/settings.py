@@ -24,6 +24,15 @@ class Settings:
     log_level: str = "info"
     key_cache_seconds: float | None = None
     """How long a looked-up API key is trusted in process; None: 0 on SQLite, 1 s on Redis."""
+    workers: int = 4
+    """Tasks the in-process worker runs at once (0: none; run `gateway worker` instead)."""
+    artifacts_dir: Path | None = None
+    """Where artifact bytes live; None: `data_dir/artifacts`."""
+    signing_secret: str = ""
+    """Signs artifact content URLs; empty: a random key kept in `data_dir/signing.key`."""
+    public_url: str = ""
+    """Prefix of the content URLs in task outputs (e.g. https://gw.example.com); empty:
+    relative URLs (/v1/artifacts/...)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -37,6 +46,12 @@ class Settings:
             data_dir=Path(env.get("GATEWAY_DATA_DIR", str(DEFAULT_DATA_DIR))),
             log_level=env.get("GATEWAY_LOG_LEVEL", "info").lower(),
             key_cache_seconds=float(cache) if cache else None,
+            workers=int(env.get("GATEWAY_WORKERS", "4")),
+            artifacts_dir=Path(env["GATEWAY_ARTIFACTS_DIR"])
+            if env.get("GATEWAY_ARTIFACTS_DIR")
+            else None,
+            signing_secret=env.get("GATEWAY_SIGNING_SECRET", ""),
+            public_url=env.get("GATEWAY_PUBLIC_URL", ""),
         )
 
     @property
@@ -49,6 +64,10 @@ class Settings:
         if self.store_url:
             return self.store_url
         return f"sqlite:///{(self.data_dir / 'gateway.db').as_posix()}"
+
+    @property
+    def resolved_artifacts_dir(self) -> Path:
+        return self.artifacts_dir or self.data_dir / "artifacts"
 
     @property
     def resolved_key_cache_seconds(self) -> float:

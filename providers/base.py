@@ -1,9 +1,17 @@
 """The narrow contracts an adapter implements: one small Protocol per capability.
 
+An adapter implements only the protocols of the capabilities it has (the registry lists them
+per adapter kind). Capability names, used everywhere: `CAPABILITIES`.
+
 Chat speaks the OpenAI chat-completions wire format on both sides: the gateway hands the
 adapter a validated request body (a dict, `model` already set to the upstream model name,
 `max_completion_tokens` set, and for streams `stream_options.include_usage` forced on), and the
 adapter returns OpenAI-format completions and chunks whatever its upstream speaks.
+
+Images and music are tasks: the gateway's worker calls the adapter with a typed request (model
+already the upstream name, reference files already ingested into bytes) and a `TaskControl`
+through which the adapter reports progress and learns that the caller canceled. The adapter
+returns the media bytes; storing them as artifacts is the gateway's job.
 """
 
 from __future__ import annotations
@@ -14,11 +22,26 @@ from typing import Any, Protocol, runtime_checkable
 import msgspec
 
 __all__ = [
+    "CAPABILITIES",
     "ChatCompletion",
     "ChatProvider",
     "ChatStream",
+    "GeneratedClip",
+    "GeneratedImage",
+    "ImageProvider",
+    "ImageRequest",
+    "ImageResult",
+    "MediaInput",
+    "MusicProvider",
+    "MusicRequest",
+    "MusicResult",
+    "TaskControl",
     "Usage",
 ]
+
+CAPABILITIES: frozenset[str] = frozenset(
+    {"chat", "text_to_image", "image_to_image", "text_to_music", "reference_audio_to_music"}
+)
 
 
 class Usage(msgspec.Struct, kw_only=True, frozen=True):
@@ -64,6 +87,98 @@ class ChatProvider(Protocol):
 
     async def stream(self, body: dict[str, Any]) -> ChatStream:
         """Opens the upstream stream; raises ProviderError before the first chunk if it fails."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class MediaInput(msgspec.Struct, kw_only=True, frozen=True):
+    """A reference file the gateway already ingested: its bytes and type."""
+
+    data: bytes
+    mime_type: str  # e.g. image/png, audio/wav
+
+
+class ImageRequest(msgspec.Struct, kw_only=True, frozen=True):
+    """One image task, already validated by the gateway against the public limits."""
+
+    model: str  # upstream model name
+    prompt: str
+    n: int  # 1..4
+    quality: str  # "standard" | "hd"
+    aspect_ratio: str  # "auto" | "1:1" | "16:9" | "9:16" | "4:3" | "3:4" | "2:1"
+    references: list[MediaInput] = []  # image_to_image: 1..16 images; empty for text_to_image
+    options: dict[str, Any] = {}  # the model's model_options namespace, passed through
+
+
+class GeneratedImage(msgspec.Struct, kw_only=True, frozen=True):
+    data: bytes
+    mime_type: str  # e.g. image/png
+    format: str  # e.g. png
+    width: int
+    height: int
+
+
+class ImageResult(msgspec.Struct, kw_only=True, frozen=True):
+    """`images` may be fewer than requested: the gateway refunds the difference."""
+
+    images: list[GeneratedImage]
+
+
+class MusicRequest(msgspec.Struct, kw_only=True, frozen=True):
+    """One music task; `reference_audio` is set for reference_audio_to_music."""
+
+    model: str  # upstream model name
+    prompt: str
+    lyrics: str | None = None  # never together with instrumental=True
+    instrumental: bool = False
+    title: str | None = None
+    reference_audio: MediaInput | None = None
+    options: dict[str, Any] = {}  # the model's model_options namespace, passed through
+
+
+class GeneratedClip(msgspec.Struct, kw_only=True, frozen=True):
+    data: bytes
+    mime_type: str  # e.g. audio/wav
+    format: str  # e.g. wav
+    duration_seconds: float
+    title: str
+
+
+class MusicResult(msgspec.Struct, kw_only=True, frozen=True):
+    """How many clips a task gives depends on the model (some give two per task)."""
+
+    clips: list[GeneratedClip]
+
+
+class TaskControl(Protocol):
+    """Given by the gateway's worker to a media call: the call's only way back to its task."""
+
+    async def checkpoint(self, percent: float, stage: str, message: str = "") -> None:
+        """Report progress; raises providers.errors.TaskCanceled when the caller asked to cancel.
+
+        Adapters call it between steps (and while waiting on an upstream), so a cancel stops
+        the work at the next step instead of at the end."""
+        ...
+
+
+@runtime_checkable
+class ImageProvider(Protocol):
+    name: str
+
+    async def generate_images(self, request: ImageRequest, control: TaskControl) -> ImageResult:
+        """Raises ProviderError subclasses like chat, and TaskCanceled from `control`."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class MusicProvider(Protocol):
+    name: str
+
+    async def generate_music(self, request: MusicRequest, control: TaskControl) -> MusicResult:
+        """Raises ProviderError subclasses like chat, and TaskCanceled from `control`."""
         ...
 
     async def close(self) -> None: ...

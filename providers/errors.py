@@ -1,16 +1,26 @@
-"""What an adapter raises when the upstream does not give a usable answer.
+"""What an adapter raises when the upstream does not give a usable answer, or a task stops.
 
     ProviderError                 the upstream failed (bad status, broken or malformed answer)
     ├── UpstreamRejectedRequest   the upstream says the request itself is invalid (4xx)
     ├── UpstreamUnavailable       cannot connect, overloaded, rate limited upstream (503/429)
-    └── UpstreamTimeout           no answer, or no next chunk, in time
+    ├── UpstreamTimeout           no answer, or no next chunk, in time
+    └── TaskCanceled              the caller canceled a media task (not an upstream failure)
 
-The gateway maps these to its own envelope codes in one place.
+The gateway maps these to its own envelope codes in one place. `TaskCanceled` is raised by the
+gateway's own `TaskControl.checkpoint` and passes through the adapter unchanged; it is a
+ProviderError so that an adapter's cleanup for "the call stopped" covers it too, which means a
+worker must test for it before treating a ProviderError as a failure.
 """
 
 from __future__ import annotations
 
-__all__ = ["ProviderError", "UpstreamRejectedRequest", "UpstreamTimeout", "UpstreamUnavailable"]
+__all__ = [
+    "ProviderError",
+    "TaskCanceled",
+    "UpstreamRejectedRequest",
+    "UpstreamTimeout",
+    "UpstreamUnavailable",
+]
 
 
 class ProviderError(Exception):
@@ -29,4 +39,8 @@ class UpstreamUnavailable(ProviderError):
 
 
 class UpstreamTimeout(ProviderError):
+    pass
+
+
+class TaskCanceled(ProviderError):
     pass

@@ -77,7 +77,7 @@ class CapabilityList(msgspec.Struct, kw_only=True):
 
 def _pricing(model: ModelEntry) -> dict[str, str | dict[str, str]]:
     pricing = model.pricing
-    if model.capability == "chat":
+    if model.serves("chat"):
         result: dict[str, str | dict[str, str]] = {
             "unit": "upstream_usd_per_million_tokens",
             "input": str(pricing.input_usd_per_mtok),
@@ -103,13 +103,14 @@ async def list_catalog_models(caller: Caller, resources: Resources) -> CatalogMo
     created = created_at(resources)
     data = []
     for model in resources.router.visible_models(caller.tenant):
-        inputs, outputs = _MODALITIES[model.capability]
+        inputs = sorted({m for c in model.capabilities for m in _MODALITIES[c][0]})
+        outputs = sorted({m for c in model.capabilities for m in _MODALITIES[c][1]})
         data.append(
             CatalogModel(
                 id=model.id,
                 created=created,
                 owned_by=model.owned_by,
-                capabilities=[model.capability],
+                capabilities=list(model.capabilities),
                 modalities=Modalities(input=inputs, output=outputs),
                 release_label=model.release_label,
                 pricing=_pricing(model),
@@ -122,7 +123,8 @@ async def list_catalog_models(caller: Caller, resources: Resources) -> CatalogMo
 async def list_capabilities(caller: Caller, resources: Resources) -> CapabilityList:
     by_capability: dict[str, list[str]] = {}
     for model in resources.router.visible_models(caller.tenant):
-        by_capability.setdefault(model.capability, []).append(model.id)
+        for capability in model.capabilities:
+            by_capability.setdefault(capability, []).append(model.id)
     data = [
         Capability(
             id=capability,

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal
 
-from gateway.billing.money import UNITS_PER_CREDIT
-from gateway.routing.schema import ModelEntry
+from gateway.billing.money import UNITS_PER_CREDIT, units_from_credits
+from gateway.routing.schema import ModelEntry, image_price
 
-__all__ = ["ChatPrice", "estimate_prompt_tokens", "prompt_token_bound"]
+__all__ = ["ChatPrice", "estimate_prompt_tokens", "media_unit_price", "prompt_token_bound"]
 
 _MILLION = Decimal(1_000_000)
 _ONE = Decimal(1)
@@ -61,3 +61,16 @@ def prompt_token_bound(body_size: int) -> int:
 def estimate_prompt_tokens(body_size: int) -> int:
     """The usual ~4 bytes per token, for the tokens-per-minute reservation."""
     return body_size // 4 + 1
+
+
+def media_unit_price(model: ModelEntry, capability: str, quality: str = "standard") -> int:
+    """Units per image (image capabilities, by quality) or per task (music): prepaid media is
+    debited `n` times this at creation, and refunded by the same unit."""
+    pricing = model.pricing
+    if capability.endswith("_music"):
+        credits = pricing.credits_per_task
+    else:
+        credits = image_price(pricing, capability, quality)
+    if credits is None:  # config loading makes sure every served capability has its price
+        raise LookupError(f"{model.id} has no {capability} price at {quality} quality")
+    return units_from_credits(credits)

@@ -87,7 +87,7 @@ class ChatService:
             return replay(admitted.reply)
         try:
             if plan.stream:
-                upstream = await route.provider.stream(plan.upstream_body)
+                upstream = await route.chat.stream(plan.upstream_body)
                 job = StreamJob(self, call, upstream)
                 try:
                     await job.prefetch()
@@ -95,7 +95,7 @@ class ChatService:
                     await job.close_upstream()
                     raise
                 return ChatEventStream(job)
-            completion = await route.provider.complete(plan.upstream_body)
+            completion = await route.chat.complete(plan.upstream_body)
         except Exception as exc:
             await self.release(call)
             self._note_failure(route, exc)

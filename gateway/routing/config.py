@@ -12,9 +12,15 @@ from typing import Any
 
 import msgspec
 
-from gateway.routing.schema import ConfigFile, ModelEntry, TenantEntry
+from gateway.routing.schema import (
+    IMAGE_QUALITIES,
+    ConfigFile,
+    ModelEntry,
+    TenantEntry,
+    image_price,
+)
 from gateway.store.base import RateLimits
-from providers.registry import spec_for
+from providers.registry import serves, spec_for
 
 __all__ = ["ConfigError", "GatewayConfig", "ProviderConfig", "Tenant", "load_config"]
 
@@ -103,6 +109,7 @@ def _build(where: Path, raw: dict[str, Any]) -> GatewayConfig:
                 f"unknown provider {model.provider!r}; declare it "
                 f"under [providers.{model.provider}]",
             )
+        model = _capabilities(where, field, model, providers)
         if model.markup < 0 or model.max_output_tokens < 1:
             raise _fail(where, field, "markup must be >= 0 and max_output_tokens >= 1")
         _check_pricing(where, field, model)
@@ -114,7 +121,7 @@ def _build(where: Path, raw: dict[str, Any]) -> GatewayConfig:
             field = f"routing.auto.{capability}[{position}]"
             if model_id not in models:
                 raise _fail(where, field, f"unknown model {model_id!r}")
-            if models[model_id].capability != capability:
+            if not models[model_id].serves(capability):
                 raise _fail(where, field, f"model {model_id!r} is not a {capability} model")
     tenants = {
         name: _tenant(where, name, entry, file, models) for name, entry in file.tenants.items()
@@ -147,10 +154,54 @@ def _check_pricing(where: Path, field: str, model: ModelEntry) -> None:
     numbers += list(pricing.credits_per_image.values())
     if any(n < 0 for n in numbers):
         raise _fail(where, f"{field}.pricing", "prices cannot be negative")
-    if model.capability in ("text_to_image", "image_to_image") and not pricing.credits_per_image:
+    if not pricing.credits_per_image and any(
+        model.serves(c) for c in ("text_to_image", "image_to_image")
+    ):
         raise _fail(where, f"{field}.pricing.credits_per_image", "required for image models")
-    if model.capability.endswith("_music") and pricing.credits_per_task is None:
+    for key in pricing.credits_per_image:
+        capability, _, quality = key.rpartition(".")
+        if quality not in IMAGE_QUALITIES or capability not in ("", *model.capabilities):
+            raise _fail(
+                where,
+                f"{field}.pricing.credits_per_image.{key}",
+                f"use a quality ({', '.join(IMAGE_QUALITIES)}), or CAPABILITY.QUALITY for a "
+                "price of one of the model's capabilities (e.g. image_to_image.hd)",
+            )
+    for capability in model.capabilities:
+        if capability.startswith(("text_to_image", "image_to_image")):
+            for quality in IMAGE_QUALITIES:
+                if image_price(pricing, capability, quality) is None:
+                    raise _fail(
+                        where,
+                        f"{field}.pricing.credits_per_image",
+                        f"no {quality} price for {capability}",
+                    )
+    if pricing.credits_per_task is None and any(c.endswith("_music") for c in model.capabilities):
         raise _fail(where, f"{field}.pricing.credits_per_task", "required for music models")
+
+
+def _capabilities(
+    where: Path, field: str, model: ModelEntry, providers: dict[str, ProviderConfig]
+) -> ModelEntry:
+    """`capability` or `capabilities` -> `capabilities`; each one its provider's kind serves."""
+    if model.capability is not None and model.capabilities:
+        raise _fail(where, field, "give `capability` or `capabilities`, not both")
+    capabilities = list(model.capabilities) or ([model.capability] if model.capability else [])
+    if not capabilities:
+        raise _fail(where, f"{field}.capability", 'missing: e.g. capability = "chat"')
+    if "chat" in capabilities and len(capabilities) > 1:
+        raise _fail(where, f"{field}.capabilities", "a chat model serves chat only")
+    kind = providers[model.provider].kind
+    for capability in capabilities:
+        if not serves(kind, capability):
+            raise _fail(
+                where,
+                f"{field}.capabilities" if model.capabilities else f"{field}.capability",
+                f"provider {model.provider!r} (kind {kind!r}) cannot serve {capability}",
+            )
+    return msgspec.structs.replace(
+        model, capability=capabilities[0], capabilities=list(dict.fromkeys(capabilities))
+    )
 
 
 def _tenant(

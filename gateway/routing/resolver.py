@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from gateway.billing.pricing import ChatPrice
 from gateway.errors import InvalidRequest, ModelUnavailable, NotFound
@@ -27,13 +28,22 @@ class ModelNotFound(NotFound):
 
 @dataclass(frozen=True, slots=True)
 class Route:
+    """A model and its provider. `provider` implements the protocol of every capability the
+    model serves (`providers.base`); `price` is the chat price (zero for media models, whose
+    prices are per image or per task: `gateway.billing.pricing.media_price_units`)."""
+
     model: ModelEntry
-    provider: ChatProvider
+    provider: Any
     price: ChatPrice
+
+    @property
+    def chat(self) -> ChatProvider:
+        provider: ChatProvider = self.provider
+        return provider
 
 
 class Router:
-    def __init__(self, config: GatewayConfig, providers: dict[str, ChatProvider]) -> None:
+    def __init__(self, config: GatewayConfig, providers: dict[str, Any]) -> None:
         self._config = config
         self._routes = {
             model.id: Route(
@@ -52,10 +62,17 @@ class Router:
             raise ModelNotFound(
                 f"The model '{name}' does not exist or you do not have access to it."
             )
-        if route.model.capability != capability:
-            raise InvalidRequest(
-                f"The model '{name}' is a {route.model.capability} model, not a {capability} model."
-            )
+        if not route.model.serves(capability):
+            serves = " and ".join(route.model.capabilities)
+            raise InvalidRequest(f"The model '{name}' serves {serves}, not {capability}.")
+        return route
+
+    def route_of(self, model_id: str) -> Route:
+        """The route of a model already resolved (a queued task's); ModelUnavailable when the
+        model left the routing file since."""
+        route = self._routes.get(model_id)
+        if route is None:
+            raise ModelUnavailable(f"The model '{model_id}' is no longer configured.")
         return route
 
     def _auto(self, tenant: Tenant, capability: str) -> Route:

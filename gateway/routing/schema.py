@@ -12,6 +12,7 @@ import msgspec
 
 __all__ = [
     "CAPABILITIES",
+    "IMAGE_QUALITIES",
     "Capability",
     "ConfigFile",
     "GatewaySection",
@@ -20,11 +21,13 @@ __all__ = [
     "RoutingSection",
     "TenantEntry",
     "TenantLimits",
+    "image_price",
 ]
 
 Capability = Literal[
     "chat", "text_to_image", "image_to_image", "text_to_music", "reference_audio_to_music"
 ]
+IMAGE_QUALITIES = ("standard", "hd")
 CAPABILITIES: tuple[str, ...] = (
     "chat",
     "text_to_image",
@@ -35,7 +38,10 @@ CAPABILITIES: tuple[str, ...] = (
 
 
 class Pricing(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Chat: upstream USD per million tokens. Media: credits per image (by quality) or per task."""
+    """Chat: upstream USD per million tokens. Media: credits per image or per task.
+
+    `credits_per_image` is keyed by quality (`standard`, `hd`), or by `CAPABILITY.QUALITY` where
+    one capability of the model costs otherwise (`image_to_image.hd = 320`)."""
 
     input_usd_per_mtok: Decimal = Decimal(0)
     output_usd_per_mtok: Decimal = Decimal(0)
@@ -44,10 +50,19 @@ class Pricing(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     credits_per_task: Decimal | None = None
 
 
+def image_price(pricing: Pricing, capability: str, quality: str) -> Decimal | None:
+    """Credits per image of `capability` at `quality`; None when the model has no such price."""
+    prices = pricing.credits_per_image
+    return prices.get(f"{capability}.{quality}", prices.get(quality))
+
+
 class ModelEntry(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     id: str
     provider: str
-    capability: Capability
+    capability: Capability | None = None
+    """One capability; or `capabilities` for a model that serves several (an image model for
+    text_to_image and image_to_image). Loading fills `capabilities` either way."""
+    capabilities: list[Capability] = []
     upstream_model: str = ""
     owned_by: str = "gateway"
     markup: Decimal = Decimal(1000)
@@ -56,6 +71,12 @@ class ModelEntry(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Worst-case completion size used for the credit hold when a request sets no limit."""
     pricing: Pricing = msgspec.field(default_factory=Pricing)
     release_label: Literal["Available", "Preview", "Planned"] = "Available"
+    options_namespace: str = ""
+    """The `model_options` key requests may use for this model (e.g. "alpha"); other keys are
+    refused. Empty: the model takes no options."""
+
+    def serves(self, capability: str) -> bool:
+        return capability in self.capabilities
 
 
 class TenantLimits(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -90,6 +111,18 @@ class GatewaySection(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Time for a request line and headers to arrive completely (408 beyond)."""
     body_idle_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] = 30.0
     """Longest pause between two reads of a request body (408 beyond)."""
+    task_lease_seconds: Annotated[float, msgspec.Meta(ge=1)] = 30.0
+    """A worker renews its hold on a running task this often (/3); a task whose worker stopped
+    is taken by another after this long."""
+    task_max_attempts: Annotated[int, msgspec.Meta(ge=1)] = 3
+    """Claims of one task (each worker that died costs one) before it fails, refunded."""
+    artifact_retention_days: Annotated[float, msgspec.Meta(gt=0)] = 7.0
+    """Uploads, references and outputs are removed this long after they were made."""
+    fetch_allow_http: bool = False
+    """Reference URLs must be https unless this is set (tests, internal networks)."""
+    fetch_allowed_networks: list[str] = []
+    """Networks reference URLs may reach although they are not public (e.g. "10.1.0.0/16");
+    loopback, private, link-local and metadata addresses are refused otherwise."""
 
 
 class ConfigFile(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -1,10 +1,13 @@
 """The store: the gateway's state behind one interface, on SQLite or Redis."""
 
 from gateway.store.base import (
+    TERMINAL,
     Admission,
     AdmissionOutcome,
     AdmissionResult,
     ApiKeyRecord,
+    ArtifactKind,
+    ArtifactRecord,
     IdempotencyClaim,
     LedgerEntry,
     LedgerKind,
@@ -15,15 +18,27 @@ from gateway.store.base import (
     Settlement,
     Store,
     StoredReply,
+    TaskCreate,
+    TaskCreateOutcome,
+    TaskCreateResult,
+    TaskFinal,
+    TaskPage,
+    TaskProgress,
+    TaskRecord,
+    TaskStatus,
+    TerminalStatus,
     Wallet,
 )
 from gateway.store.factory import store_from_url
 
 __all__ = [
+    "TERMINAL",
     "Admission",
     "AdmissionOutcome",
     "AdmissionResult",
     "ApiKeyRecord",
+    "ArtifactKind",
+    "ArtifactRecord",
     "IdempotencyClaim",
     "LedgerEntry",
     "LedgerKind",
@@ -34,6 +49,15 @@ __all__ = [
     "Settlement",
     "Store",
     "StoredReply",
+    "TaskCreate",
+    "TaskCreateOutcome",
+    "TaskCreateResult",
+    "TaskFinal",
+    "TaskPage",
+    "TaskProgress",
+    "TaskRecord",
+    "TaskStatus",
+    "TerminalStatus",
     "Wallet",
     "store_from_url",
 ]

@@ -1,8 +1,10 @@
 """The store interface: operations that mean something, each atomic on every backend.
 
 A request touches the store twice: `admit` on the way in (rate limits, idempotency reservation,
-credit hold: all or nothing) and `settle` or `release` on the way out. Nothing here is a plain
-get/set: a caller can never read, decide and write across an `await`.
+credit hold: all or nothing) and `settle` or `release` on the way out. A task is prepaid:
+`create_task` debits it, a worker `claim_task`s and `touch_task`es it, `finalize_task` refunds
+what was not delivered (once). Nothing here is a plain get/set: a caller can never read, decide
+and write across an `await`.
 
 Amounts are integer credit units (`gateway.billing.money.UNITS_PER_CREDIT` per credit).
 Times are float seconds since the epoch.
@@ -11,15 +13,18 @@ Times are float seconds since the epoch.
 from __future__ import annotations
 
 import enum
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import msgspec
 
 __all__ = [
+    "TERMINAL",
     "Admission",
     "AdmissionOutcome",
     "AdmissionResult",
     "ApiKeyRecord",
+    "ArtifactKind",
+    "ArtifactRecord",
     "IdempotencyClaim",
     "LedgerEntry",
     "LedgerKind",
@@ -30,6 +35,15 @@ __all__ = [
     "Settlement",
     "Store",
     "StoredReply",
+    "TaskCreate",
+    "TaskCreateOutcome",
+    "TaskCreateResult",
+    "TaskFinal",
+    "TaskPage",
+    "TaskProgress",
+    "TaskRecord",
+    "TaskStatus",
+    "TerminalStatus",
     "Wallet",
 ]
 
@@ -224,3 +238,104 @@ class Store(Protocol):
     async def ledger(self, tenant: str, *, limit: int, after: str | None = None) -> LedgerPage:
         """Newest first; `after` is an entry id from a previous page (unknown id: empty page)."""
         ...
+
+    # Tasks (prepaid media generation; see gateway/store/tasks.py)
+    async def create_task(self, create: TaskCreate) -> TaskCreateResult:
+        """One atomic step: the requests bucket (as `admit`), the idempotency record, the debit
+        (price against balance minus chat holds), the `queued` task and its queue entry."""
+        ...
+
+    async def get_task(self, tenant: str, task_id: str) -> TaskRecord | None:
+        """None for an unknown task and for another tenant's (it is invisible)."""
+        ...
+
+    async def list_tasks(
+        self,
+        tenant: str,
+        *,
+        limit: int,
+        after: str | None = None,
+        status: TaskStatus | None = None,
+        capability: str | None = None,
+    ) -> TaskPage:
+        """Newest first; `after` is a task id from the previous page (unknown id: empty page)."""
+        ...
+
+    async def claim_task(
+        self,
+        worker_id: str,
+        *,
+        lease_seconds: float,
+        wait_seconds: float = 0.0,
+        max_attempts: int = 3,
+    ) -> TaskRecord | None:
+        """The next task to run, now `running` under `worker_id`'s lease; None after waiting up
+        to `wait_seconds`. Tasks whose lease ran out come first, then the oldest queued one. A
+        task that would exceed `max_attempts` is failed (`worker_lost`) and refunded instead.
+
+        On Redis a vanished worker's task is found once its queue entry has been idle for the
+        caller's `lease_seconds`: workers should share one lease setting."""
+        ...
+
+    async def touch_task(
+        self,
+        task_id: str,
+        worker_id: str,
+        *,
+        lease_seconds: float,
+        progress: TaskProgress | None = None,
+        input: dict[str, Any] | None = None,
+    ) -> TaskRecord | None:
+        """Extend the lease and report progress (or a rewritten input) while `worker_id` runs
+        the task; otherwise change nothing. Returns the task as it is either way (so a worker
+        sees `cancel_requested_at`, or that it lost the task); None when unknown."""
+        ...
+
+    async def request_cancel(self, tenant: str, task_id: str) -> TaskRecord | None:
+        """Queued: canceled now, refunded in full. Running: `cancel_requested_at` is set (the
+        worker stops between steps). Terminal: unchanged. None when unknown or another's."""
+        ...
+
+    async def finalize_task(self, final: TaskFinal) -> TaskRecord:
+        """The terminal state and the refund, once: a task already terminal is returned
+        unchanged. KeyError for an unknown task; ValueError for a refund above the price."""
+        ...
+
+    async def task_queue_depth(self) -> int:
+        """Queued tasks (a metric)."""
+        ...
+
+    # Artifacts (metadata; the bytes are in blob storage)
+    async def create_artifact(self, record: ArtifactRecord) -> None:
+        """Replaces a record with the same artifact_id."""
+        ...
+
+    async def get_artifact(self, tenant: str | None, artifact_id: str) -> ArtifactRecord | None:
+        """None for an unknown artifact and for another tenant's. `tenant=None` skips that
+        check, for a caller that proved access otherwise (a signed URL)."""
+        ...
+
+    async def expired_artifacts(self, now: float, limit: int) -> list[ArtifactRecord]:
+        """Artifacts whose `expires_at` is at or before `now`, soonest expired first."""
+        ...
+
+    async def delete_artifact(self, artifact_id: str) -> None:
+        """Idempotent."""
+        ...
+
+
+# The task types build on the ones above, so they are imported (and re-exported) last.
+from gateway.store.tasks import (  # noqa: E402
+    TERMINAL,
+    ArtifactKind,
+    ArtifactRecord,
+    TaskCreate,
+    TaskCreateOutcome,
+    TaskCreateResult,
+    TaskFinal,
+    TaskPage,
+    TaskProgress,
+    TaskRecord,
+    TaskStatus,
+    TerminalStatus,
+)

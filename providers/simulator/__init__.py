@@ -1,6 +1,9 @@
-"""Offline chat provider for tests, demos and benchmarks: deterministic, fast, scriptable.
+"""Offline provider for tests, demos and benchmarks: deterministic, fast, scriptable.
 
-Same messages -> same answer (text of 8 to 60 tokens, cut at `max_completion_tokens` with
+It serves every capability: chat (below), images (real PNGs, `providers.simulator.images`) and
+music (real WAVs, `providers.simulator.music`); options in `providers.simulator.options`.
+
+Chat: same messages -> same answer (text of 8 to 60 tokens, cut at `max_completion_tokens` with
 finish_reason "length"). Directives in the LAST user message script its behaviour:
 
     [[sim:fail=502]]        raise ProviderError (any other 5xx likewise)
@@ -17,6 +20,13 @@ finish_reason "length"). Directives in the LAST user message script its behaviou
 
 `logprobs: true` (with optional `top_logprobs`) fills `choices[].logprobs.content`.
 Token counting rules: see `providers.simulator.generator`. Details: docs/providers.md.
+
+Image and music tasks read directives from their prompt (and strip them from the output):
+
+    [[sim:fail=N]]          fail after the "starting" checkpoint, N mapped as for chat
+    [[sim:images=N]]        images only: return at most N images (fewer than requested)
+    [[sim:stall]]           never finish; keep calling checkpoint every 0.1 s until canceled
+    [[sim:task_ms=N]]       the task takes N ms instead of the `task_seconds` option
 """
 
 from providers.simulator.client import create

@@ -1,8 +1,9 @@
-"""The offline chat provider: deterministic answers in the exact OpenAI shapes, no network.
+"""The offline provider: chat answers in the exact OpenAI shapes, images and music, no network.
 
 Failures and latency happen before the answer starts, so for streams they raise from
 `stream()` itself, as a real adapter's would; only `[[sim:fail_after=N]]` breaks a stream that
-is already running.
+is already running. Image and music tasks live in `images` and `music`; this class only hands
+them its options and the `failure_rate` draw.
 """
 
 from __future__ import annotations
@@ -13,10 +14,20 @@ import random
 import time
 from typing import Any
 
-from providers.base import ChatCompletion, Usage
+from providers.base import (
+    ChatCompletion,
+    ImageRequest,
+    ImageResult,
+    MusicRequest,
+    MusicResult,
+    TaskControl,
+    Usage,
+)
 from providers.errors import ProviderError, UpstreamUnavailable
 from providers.simulator.directives import Directives, failure_for, parse_directives
 from providers.simulator.generator import Answer, logprob_items, plan_answer, seed_of
+from providers.simulator.images import generate_images
+from providers.simulator.music import generate_music
 from providers.simulator.options import Options
 
 __all__ = ["SimulatorProvider", "SimulatorStream", "create"]
@@ -29,7 +40,8 @@ def create(name: str, options: Options) -> SimulatorProvider:
 
 
 class SimulatorProvider:
-    """Implements `providers.base.ChatProvider`; holds no connections, so `close()` is a no-op."""
+    """Implements ChatProvider, ImageProvider and MusicProvider (`providers.base`); holds no
+    connections, so `close()` is a no-op."""
 
     def __init__(self, name: str, options: Options) -> None:
         self.name = name
@@ -88,8 +100,23 @@ class SimulatorProvider:
             logprobs=logprobs,
         )
 
+    async def generate_images(self, request: ImageRequest, control: TaskControl) -> ImageResult:
+        return await generate_images(
+            self.name, self._options, request, control, unlucky=self._unlucky()
+        )
+
+    async def generate_music(self, request: MusicRequest, control: TaskControl) -> MusicResult:
+        return await generate_music(
+            self.name, self._options, request, control, unlucky=self._unlucky()
+        )
+
     async def close(self) -> None:
         return None
+
+    def _unlucky(self) -> bool:
+        """Whether `failure_rate` picks this call to fail."""
+        rate = self._options.failure_rate
+        return bool(rate) and self._random.random() < rate
 
     async def _start(self, body: dict[str, Any]) -> Directives:
         """Directives, latency, then injected failures: everything before the first token."""
@@ -99,8 +126,7 @@ class SimulatorProvider:
             await asyncio.sleep(delay_ms / 1000)
         if directives.fail is not None:
             raise failure_for(directives.fail)
-        rate = self._options.failure_rate
-        if rate and self._random.random() < rate:
+        if self._unlucky():
             raise UpstreamUnavailable(
                 "simulated upstream failure (failure_rate)", upstream_status=503
             )

@@ -1,8 +1,10 @@
 """`[[sim:...]]` directives: how a test asks the simulator for a failure, a delay or a shape.
 
-They are read from the LAST user message only (so an earlier turn cannot keep failing a whole
-conversation); anything else in the text is ordinary prompt. An unknown directive or a bad
-value is rejected like an invalid request, so a typo in a test fails loudly.
+Chat reads them from the LAST user message only (so an earlier turn cannot keep failing a whole
+conversation); media tasks read them from the prompt and strip them, so they never reach the
+pixels or the titles. Anything else in the text is ordinary prompt. An unknown directive (for
+that capability) or a bad value is rejected like an invalid request, so a typo in a test fails
+loudly.
 """
 
 from __future__ import annotations
@@ -18,10 +20,20 @@ from providers.errors import (
     UpstreamUnavailable,
 )
 
-__all__ = ["NO_DIRECTIVES", "Directives", "failure_for", "parse_directives"]
+__all__ = [
+    "NO_DIRECTIVES",
+    "Directives",
+    "MediaDirectives",
+    "failure_for",
+    "parse_directives",
+    "parse_media_directives",
+]
 
 _PATTERN = re.compile(r"\[\[sim:([a-z_]+)(?:=([^\]]*))?\]\]")
 _INT_FIELDS = frozenset({"fail", "fail_after", "delay_ms", "tokens"})
+_FLAG_FIELDS = frozenset({"tool_call"})
+_MEDIA_INT_FIELDS = frozenset({"fail", "task_ms"})
+_MEDIA_FLAG_FIELDS = frozenset({"stall"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,23 +48,47 @@ class Directives:
 NO_DIRECTIVES = Directives()
 
 
+@dataclass(frozen=True, slots=True)
+class MediaDirectives:
+    fail: int | None = None  # an HTTP-like status: which error class to raise
+    images: int | None = None  # return at most this many images (images only)
+    stall: bool = False  # never finish; keep checking for cancel
+    task_ms: int | None = None  # how long the whole task takes, instead of task_seconds
+
+
 def parse_directives(messages: object) -> Directives:
     """The directives in the last user message; UpstreamRejectedRequest when one is malformed."""
     text = _last_user_text(messages)
     if "[[sim:" not in text:
         return NO_DIRECTIVES
+    return Directives(**_values(text, _INT_FIELDS, _FLAG_FIELDS))
+
+
+def parse_media_directives(prompt: str, *, images: bool) -> tuple[MediaDirectives, str]:
+    """The directives in a media prompt, and the prompt without them (whitespace collapsed).
+
+    `images` allows `[[sim:images=N]]` (image tasks); UpstreamRejectedRequest when a directive
+    is unknown here or malformed."""
+    if "[[sim:" not in prompt:
+        return MediaDirectives(), " ".join(prompt.split())
+    ints = _MEDIA_INT_FIELDS | {"images"} if images else _MEDIA_INT_FIELDS
+    values = _values(prompt, ints, _MEDIA_FLAG_FIELDS)
+    return MediaDirectives(**values), " ".join(_PATTERN.sub(" ", prompt).split())
+
+
+def _values(text: str, ints: frozenset[str], flags: frozenset[str]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for name, raw in _PATTERN.findall(text):
-        if name == "tool_call" and not raw:
-            values["tool_call"] = True
-        elif name in _INT_FIELDS and raw.isdigit():
+        if name in flags and not raw:
+            values[name] = True
+        elif name in ints and raw.isdigit():
             values[name] = int(raw)
         else:
             raise UpstreamRejectedRequest(
                 f"unknown or malformed simulator directive [[sim:{name}{'=' if raw else ''}{raw}]]",
                 upstream_status=400,
             )
-    return Directives(**values)
+    return values
 
 
 def failure_for(status: int) -> ProviderError:

@@ -1,4 +1,4 @@
-"""Every Redis key (and in-hash id) the Redis store uses, in one place.
+"""Every Redis key the Redis store uses, in one place (ledger and hold ids: `ledger_ids.py`).
 
 All keys start with the store's prefix (default ``gw:``) so one Redis can serve several
 gateways or test runs. Keys that hold state which ends by itself carry a TTL (see
@@ -15,21 +15,26 @@ docs/store.md); wallets, ledgers and API keys live until deleted.
     {p}rate:{api_key_id}        hash    r, rt, t, tt (levels, times)       TTL: until both full
     {p}idem:{scope}             hash    fp, call, reply?                   TTL: lease, then reply
     {p}done:{call_id}           string  settled-or-released marker         TTL: 1 day
+    {p}idem:{scope}             hash    fp, task (a task create's record)  TTL: reply_ttl_seconds
+    {p}task:{task_id}           hash    the task's fields (redis/tasks.py), entry (its stream id)
+    {p}tenant_tasks:{tenant}    zset    task_id by the tenant's creation sequence (listing)
+    {p}task_seq:{tenant}        string  the tenant's last task sequence number
+    {p}task_queue               stream  one entry (task=<id>) per created task; group "workers"
+    {p}tasks_queued             set     ids of the queued tasks (the queue depth)
+    {p}artifact:{artifact_id}   string  msgpack ArtifactRecord
+    {p}artifact_expiry          zset    artifact_id by expires_at (the expiry sweep)
+
+Task scripts append ids they read to prefixes made here (so every format stays here): a task
+named by an idempotency record (`task_key_prefix()` + id), a task's tenant's wallet and ledger
+keys (`wallet("")` + tenant, ...). Tasks and artifacts have no TTL (the sweep deletes artifacts).
 """
 
 from __future__ import annotations
 
-__all__ = ["RedisKeys", "charge_entry_id", "hold_id"]
+__all__ = ["TASK_GROUP", "RedisKeys"]
 
-
-def hold_id(call_id: str) -> str:
-    """The hold a call's admission places (a field of the holds hash, not a key)."""
-    return f"hold:{call_id}"
-
-
-def charge_entry_id(call_id: str) -> str:
-    """The ledger entry id of a call's charge: at most one per call."""
-    return f"charge:{call_id}"
+TASK_GROUP = "workers"
+"""The consumer group of the task queue stream (each worker is a consumer, by its id)."""
 
 
 class RedisKeys:
@@ -72,6 +77,31 @@ class RedisKeys:
 
     def done(self, call_id: str) -> str:
         return f"{self.prefix}done:{call_id}"
+
+    def task(self, task_id: str) -> str:
+        return f"{self.prefix}task:{task_id}"
+
+    def task_key_prefix(self) -> str:
+        """`task(id)` without the id: scripts append an id they read (an idempotency record's)."""
+        return self.task("")
+
+    def tenant_tasks(self, tenant: str) -> str:
+        return f"{self.prefix}tenant_tasks:{tenant}"
+
+    def task_seq(self, tenant: str) -> str:
+        return f"{self.prefix}task_seq:{tenant}"
+
+    def task_queue(self) -> str:
+        return f"{self.prefix}task_queue"
+
+    def tasks_queued(self) -> str:
+        return f"{self.prefix}tasks_queued"
+
+    def artifact(self, artifact_id: str) -> str:
+        return f"{self.prefix}artifact:{artifact_id}"
+
+    def artifact_expiry(self) -> str:
+        return f"{self.prefix}artifact_expiry"
 
     def pattern(self) -> str:
         """A SCAN pattern matching every key of this prefix (tests, maintenance)."""

@@ -1,8 +1,9 @@
 """The Lua scripts behind the Redis store's atomic operations.
 
 Each `*.lua` file is one operation; `common.lua` (helpers and server time) is prepended to each,
-so a script is still one self-contained EVALSHA. redis-py's `AsyncScript` runs it by SHA and
-reloads it on NOSCRIPT (after a restart or SCRIPT FLUSH).
+and `task_common.lua` too to the `task_*` ones, so a script is still one self-contained
+EVALSHA. redis-py's `AsyncScript` runs it by SHA and reloads it on NOSCRIPT (after a restart or
+SCRIPT FLUSH).
 """
 
 from __future__ import annotations
@@ -13,15 +14,16 @@ from redis.asyncio import Redis
 
 __all__ = ["Scripts", "script_source"]
 
-_NAMES = ("admit", "settle", "release", "grant", "wallet", "ledger")
+_TASK_NAMES = ("task_create", "task_claim", "task_touch", "task_cancel", "task_finalize")
+_NAMES = ("admit", "settle", "release", "grant", "wallet", "ledger", *_TASK_NAMES)
 
 
 def script_source(name: str) -> str:
     """The full text of one script: the shared helpers, then the operation."""
     package = files(__package__ or "gateway.store.redis")
-    common = package.joinpath("common.lua").read_text(encoding="utf-8")
-    body = package.joinpath(f"{name}.lua").read_text(encoding="utf-8")
-    return f"{common}\n{body}"
+    helpers = ("common", "task_common") if name.startswith("task_") else ("common",)
+    parts = [package.joinpath(f"{part}.lua").read_text(encoding="utf-8") for part in helpers]
+    return "\n".join([*parts, package.joinpath(f"{name}.lua").read_text(encoding="utf-8")])
 
 
 class Scripts:
@@ -36,3 +38,8 @@ class Scripts:
         self.grant = client.register_script(script_source("grant"))
         self.wallet = client.register_script(script_source("wallet"))
         self.ledger = client.register_script(script_source("ledger"))
+        self.task_create = client.register_script(script_source("task_create"))
+        self.task_claim = client.register_script(script_source("task_claim"))
+        self.task_touch = client.register_script(script_source("task_touch"))
+        self.task_cancel = client.register_script(script_source("task_cancel"))
+        self.task_finalize = client.register_script(script_source("task_finalize"))

@@ -31,6 +31,8 @@ from gateway.store.base import (
     Settlement,
     Wallet,
 )
+from gateway.store.ledger_ids import charge_id, hold_id
+from gateway.store.redis.artifacts import RedisArtifactArea
 from gateway.store.redis.codec import (
     KEY_FIELDS,
     admission_result,
@@ -39,9 +41,10 @@ from gateway.store.redis.codec import (
     key_record,
     text,
 )
-from gateway.store.redis.keys import RedisKeys, charge_entry_id, hold_id
+from gateway.store.redis.keys import RedisKeys
 from gateway.store.redis.pipeline import LuaScript, ScriptPipeline
 from gateway.store.redis.scripts import Scripts, script_source
+from gateway.store.redis.tasks import RedisTaskArea
 
 __all__ = ["RedisStore"]
 
@@ -65,7 +68,7 @@ class _HotScripts:
         self.release = LuaScript.of(script_source("release"))
 
 
-class RedisStore:
+class RedisStore(RedisTaskArea, RedisArtifactArea):
     """The `gateway.store.base.Store` on Redis (redis-py asyncio, one connection pool).
 
     `admit`, `settle` and `release`, two of which every request makes, go through a
@@ -120,6 +123,7 @@ class RedisStore:
         pipeline, self._pipeline = self._pipeline, None
         if pipeline is not None:
             await pipeline.close()
+        await self._close_task_queue()
         if client is not None:
             await client.aclose()
 
@@ -264,7 +268,7 @@ class RedisStore:
             (
                 hold_id(s.call_id),
                 s.charge_units,
-                charge_entry_id(s.call_id),
+                charge_id(s.call_id),
                 s.tenant,
                 s.reason,
                 s.request_id,

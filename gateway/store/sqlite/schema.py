@@ -5,16 +5,23 @@ microseconds (durable at checkpoints, never corrupt); busy_timeout lets the CLI 
 share the file. Balances are derived data kept with the ledger in one transaction:
 `wallets.balance` always equals the sum of the tenant's `ledger.amount`.
 
-Only durable state lives here (schema 2): keys, wallets, the ledger and completed idempotency
-replies. Holds, rate buckets, in-flight leases and per-call markers live in the serving
-process's memory (`memory.py`), so a request writes only what must survive it. Every B-tree a
-commit touches is one more 4 KiB page written to the WAL, so each table has only the indexes
-its lookups need:
+Only durable state lives here (schema 3): keys, wallets, the ledger, completed idempotency
+replies, tasks and artifacts. Holds, rate buckets, in-flight leases and per-call markers live in
+the serving process's memory (`memory.py`), so a request writes only what must survive it.
+Every B-tree a commit touches is one more 4 KiB page written to the WAL, so each table has only
+the indexes its lookups need:
 
 - `ledger`: primary key (tenant, seq) for newest-first paging (appends go to the tenant's
   rightmost leaf), unique (tenant, id) so an entry applies once per id.
 - `idempotency`: rowid order is insertion order (the sweep deletes the oldest rows first, no
-  expiry index), unique `scope` for the lookup.
+  expiry index), unique `scope` for the lookup. A task create's row has `call_id` = the task id
+  and no reply (the task is the reply).
+- `tasks`: the record is one msgpack blob; the columns beside it are what lookups select on.
+  `seq` (the rowid) is creation order: newest-first listing per tenant, oldest-first queue.
+  Two partial indexes are the queue: queued tasks by seq, running ones by lease expiry.
+- `artifacts`: metadata only (the bytes are in blob storage), an expiry index for the sweep.
+
+Schema 3 only added `tasks` and `artifacts`: a schema-2 file is migrated by creating them.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from pathlib import Path
 
 __all__ = ["SCHEMA_VERSION", "connect"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _TABLES = (
     """CREATE TABLE IF NOT EXISTS api_keys (
@@ -54,8 +61,8 @@ _TABLES = (
         PRIMARY KEY (tenant, seq),
         UNIQUE (tenant, id)
     ) WITHOUT ROWID""",
-    # Completed replies only (reply is never NULL since schema 2; the column stays as schema 1
-    # declared it, so a migrated file and a new one are the same table).
+    # Completed replies (a chat reply, or NULL for a task create: its row names the task);
+    # in-flight chat leases live in memory since schema 2.
     """CREATE TABLE IF NOT EXISTS idempotency (
         scope TEXT PRIMARY KEY,
         fingerprint TEXT NOT NULL,
@@ -63,6 +70,32 @@ _TABLES = (
         reply BLOB,
         expires_at REAL NOT NULL
     )""",
+    """CREATE TABLE IF NOT EXISTS tasks (
+        seq INTEGER PRIMARY KEY,
+        task_id TEXT NOT NULL UNIQUE,
+        tenant TEXT NOT NULL,
+        status TEXT NOT NULL,
+        capability TEXT NOT NULL,
+        lease_until REAL,
+        record BLOB NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS tasks_by_tenant ON tasks (tenant, seq)",
+    "CREATE INDEX IF NOT EXISTS tasks_queued ON tasks (seq) WHERE status = 'queued'",
+    "CREATE INDEX IF NOT EXISTS tasks_leased ON tasks (lease_until) WHERE status = 'running'",
+    """CREATE TABLE IF NOT EXISTS artifacts (
+        artifact_id TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        filename TEXT NOT NULL,
+        mime_type TEXT NOT NULL,
+        size_bytes INTEGER NOT NULL,
+        sha256 TEXT NOT NULL,
+        blob_key TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        task_id TEXT
+    )""",
+    "CREATE INDEX IF NOT EXISTS artifacts_by_expiry ON artifacts (expires_at)",
 )
 
 _FROM_V1 = (
@@ -104,7 +137,7 @@ def _create_or_migrate(conn: sqlite3.Connection) -> None:
     try:
         (version,) = conn.execute("PRAGMA user_version").fetchone()  # re-read under the lock
         if version < SCHEMA_VERSION:
-            for statement in _TABLES:
+            for statement in _TABLES:  # a schema-2 file only gains the new tables
                 conn.execute(statement)
             if version == 1:
                 for statement in _FROM_V1:

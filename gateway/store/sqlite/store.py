@@ -48,11 +48,14 @@ from gateway.store.base import (
     StoredReply,
     Wallet,
 )
+from gateway.store.ledger_ids import charge_id
 from gateway.store.sqlite import ops
+from gateway.store.sqlite.artifacts import SqliteArtifactArea
 from gateway.store.sqlite.checkpoint import Checkpointer, WalLimits
 from gateway.store.sqlite.lock import claim_for_serving
 from gateway.store.sqlite.memory import CALL_SECONDS, FENCE_SECONDS, Lease, Memory
 from gateway.store.sqlite.schema import connect
+from gateway.store.sqlite.tasks import SqliteTaskArea
 
 __all__ = ["SqliteStore"]
 
@@ -64,8 +67,12 @@ _REPLY_SWEEP_ROWS = 32
 """Oldest rows a sweep looks at: twice what could have been added since, so it keeps up."""
 
 
-class SqliteStore:
-    """The `gateway.store.base.Store` on SQLite (stdlib sqlite3, WAL, one connection)."""
+class SqliteStore(SqliteTaskArea, SqliteArtifactArea):
+    """The `gateway.store.base.Store` on SQLite (stdlib sqlite3, WAL, one connection).
+
+    Tasks and artifacts are areas of their own (`tasks.py`, `artifacts.py`); they take their
+    time from `clock`, so tests can move it.
+    """
 
     def __init__(
         self,
@@ -75,8 +82,10 @@ class SqliteStore:
         wal: WalLimits | None = None,
         sweep_seconds: float = 10.0,
         serving: bool = False,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.path = path
+        self._clock = clock
         self.serving = serving
         """A serving store keeps holds and limits in memory, so it claims the file for itself."""
         self.busy_timeout_ms = busy_timeout_ms
@@ -296,7 +305,7 @@ class SqliteStore:
             owner = mem.lease(claim.scope, time.time())
             keep_reply = owner is None or owner.call_id == s.call_id
         if s.charge_units > 0 or keep_reply:
-            entry_id = f"charge:{s.call_id}"
+            entry_id = charge_id(s.call_id)
             balance = self._write(lambda conn, now: ops.settle(conn, s, entry_id, keep_reply, now))
         else:
             balance = self._read(lambda conn: ops.balance(conn, s.tenant))

@@ -1,0 +1,49 @@
+"""What the image and music create endpoints share: read the JSON body, create the task,
+answer 202 with the envelope (`Idempotent-Replayed: true` on a replay)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from litestar import Request, Response
+
+from gateway.api.dependencies import authenticate
+from gateway.api.task_view import task_view
+from gateway.context import context_of
+from gateway.errors import ValidationFailed
+from gateway.json_body import decode_json, require_json_content_type
+from gateway.resources import Resources
+from gateway.schemas.media import MediaRequest
+
+__all__ = ["create_task"]
+
+_encode = msgspec.json.Encoder().encode
+
+
+async def create_task(
+    request: Request[Any, Any, Any],
+    resources: Resources,
+    capability: str,
+    decoder: msgspec.json.Decoder[Any],
+) -> Response[bytes]:
+    ctx = context_of(request.scope)
+    caller = await authenticate(ctx, resources)
+    require_json_content_type(ctx.content_type)
+    parsed: MediaRequest = decode_json(await request.body(), decoder, ValidationFailed)
+    accepted = await resources.tasks.create(
+        caller,
+        capability,
+        parsed,
+        path=request.url.path,
+        request_id=ctx.request_id,
+        idempotency_key=ctx.idempotency_key,
+    )
+    ctx.model = accepted.task.resolved_model
+    ctx.rate = msgspec.structs.replace(accepted.rate, limit_tokens=0)
+    headers = {"Location": f"/v1/tasks/{accepted.task.task_id}"}
+    if accepted.replayed:
+        ctx.replayed = True
+        headers["Idempotent-Replayed"] = "true"
+    body = task_view(accepted.task, resources.artifacts, caller.tenant.credits_per_usd)
+    return Response(_encode(body), status_code=202, media_type="application/json", headers=headers)

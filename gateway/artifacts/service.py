@@ -1,0 +1,199 @@
+"""Artifacts as the API and the worker use them: uploads, ingested references, task outputs.
+
+Bytes go to the blob store (`blobs.py`), the record (tenant, type, size, digest, expiry) to the
+gateway's store, so every replica sees it. A record is written only after its blob is complete,
+so no partial artifact is ever visible. Another tenant's artifact does not exist (404).
+Artifacts live for `retention_seconds` (7 days by default) and are then removed by `sweep`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from gateway.artifacts.blobs import BlobInfo, BlobStore
+from gateway.artifacts.data_uri import decode_data_uri
+from gateway.artifacts.errors import invalid_input
+from gateway.artifacts.fetch import ReferenceFetcher
+from gateway.artifacts.multipart import open_upload
+from gateway.artifacts.signing import UrlSigner
+from gateway.artifacts.sniff import AUDIO_TYPES, IMAGE_TYPES, extension_for, sniff
+from gateway.errors import NotFound, UnsupportedMediaType
+from gateway.ids import new_artifact_id
+from gateway.logging import get_logger
+from gateway.store.base import ArtifactKind, ArtifactRecord, Store
+
+__all__ = ["MEDIA_TYPES", "UPLOAD_MAX_BYTES", "ArtifactService"]
+
+UPLOAD_MAX_BYTES = 100 * 1024 * 1024
+REFERENCE_MAX_BYTES = {"image": 20 * 1024 * 1024, "audio": 50 * 1024 * 1024}
+MEDIA_TYPES = {"image": frozenset(IMAGE_TYPES), "audio": frozenset(AUDIO_TYPES)}
+_URL_TTL_SECONDS = 3600
+
+_log = get_logger("gateway.artifacts")
+
+
+class ArtifactService:
+    def __init__(
+        self,
+        store: Store,
+        blobs: BlobStore,
+        signer: UrlSigner,
+        fetcher: ReferenceFetcher,
+        *,
+        retention_seconds: float = 7 * 86_400,
+        url_ttl_seconds: int = _URL_TTL_SECONDS,
+        public_url: str = "",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._blobs = blobs
+        self._signer = signer
+        self._fetcher = fetcher
+        self._retention = retention_seconds
+        self._url_ttl = url_ttl_seconds
+        self._public_url = public_url.rstrip("/")
+        self._clock = clock
+
+    # Coming in --------------------------------------------------------------------------
+
+    async def upload(
+        self, tenant: str, content_type: str | None, body: AsyncIterator[bytes]
+    ) -> ArtifactRecord:
+        """A multipart upload's `file` part, streamed to storage; images and audio only."""
+        upload = await open_upload(content_type, body)
+        artifact_id = new_artifact_id()
+        key = self._key(tenant, artifact_id)
+        info = await self._blobs.write(key, upload.chunks, max_bytes=UPLOAD_MAX_BYTES)
+        mime = sniff(info.head)
+        if mime is None or mime not in MEDIA_TYPES["image"] | MEDIA_TYPES["audio"]:
+            await self._blobs.delete(key)
+            raise UnsupportedMediaType(
+                "Upload an image (PNG, JPEG, WebP, GIF) or audio file (WAV, MP3, FLAC, OGG, M4A)."
+            )
+        return await self._record(tenant, artifact_id, "upload", upload.filename, mime, info, key)
+
+    async def ingest(
+        self, tenant: str, reference: dict[str, Any], *, field: str, kind: str
+    ) -> ArtifactRecord:
+        """A reference input (`url`, `data_uri` or `artifact`) as an artifact of `tenant`."""
+        allowed = MEDIA_TYPES[kind]
+        max_bytes = REFERENCE_MAX_BYTES[kind]
+        source = reference.get("type")
+        if source == "artifact":
+            record = await self._store.get_artifact(tenant, str(reference.get("artifact_id")))
+            if record is None:
+                raise invalid_input(f"{field}.artifact_id", "no such artifact.")
+            if record.mime_type not in allowed:
+                raise invalid_input(f"{field}.artifact_id", f"is not an {kind} file.")
+            return record
+        artifact_id = new_artifact_id()
+        key = self._key(tenant, artifact_id)
+        if source == "data_uri":
+            decoded = decode_data_uri(
+                str(reference.get("data_uri")),
+                field=f"{field}.data_uri",
+                allowed_types=allowed,
+                max_bytes=max_bytes,
+            )
+            info = await self._blobs.write_bytes(key, decoded.data)
+            mime, name = decoded.mime_type, "reference"
+        else:
+            url = str(reference.get("url"))
+            fetched = await self._fetcher.fetch(
+                url,
+                field=f"{field}.url",
+                store=self._blobs,
+                key=key,
+                allowed_types=allowed,
+                max_bytes=max_bytes,
+            )
+            info, mime = fetched.info, fetched.mime_type
+            name = url.rsplit("/", 1)[-1].split("?", 1)[0][:100] or "reference"
+        filename = f"{name}.{extension_for(mime)}" if "." not in name else name
+        return await self._record(tenant, artifact_id, "reference", filename, mime, info, key)
+
+    async def save_output(
+        self, tenant: str, task_id: str, data: bytes, mime_type: str, filename: str
+    ) -> ArtifactRecord:
+        artifact_id = new_artifact_id()
+        key = self._key(tenant, artifact_id)
+        info = await self._blobs.write_bytes(key, data)
+        return await self._record(
+            tenant, artifact_id, "output", filename, mime_type, info, key, task_id=task_id
+        )
+
+    async def _record(
+        self,
+        tenant: str,
+        artifact_id: str,
+        kind: ArtifactKind,
+        filename: str,
+        mime_type: str,
+        info: BlobInfo,
+        key: str,
+        *,
+        task_id: str | None = None,
+    ) -> ArtifactRecord:
+        now = self._clock()
+        record = ArtifactRecord(
+            artifact_id=artifact_id,
+            tenant=tenant,
+            kind=kind,
+            filename=filename,
+            mime_type=mime_type,
+            size_bytes=info.size_bytes,
+            sha256=info.sha256,
+            blob_key=key,
+            created_at=now,
+            expires_at=now + self._retention,
+            task_id=task_id,
+        )
+        await self._store.create_artifact(record)
+        return record
+
+    # Going out --------------------------------------------------------------------------
+
+    async def get(self, tenant: str, artifact_id: str) -> ArtifactRecord:
+        record = await self._store.get_artifact(tenant, artifact_id)
+        if record is None or record.expires_at <= self._clock():
+            raise NotFound("No such artifact.")
+        return record
+
+    async def get_signed(self, artifact_id: str, expires: int, signature: str) -> ArtifactRecord:
+        """The artifact a signed URL names, without a key; 404 when the URL is not valid."""
+        if not self._signer.verify(artifact_id, expires, signature):
+            raise NotFound("No such artifact, or the link has expired.")
+        record = await self._store.get_artifact(None, artifact_id)  # the signature vouches
+        if record is None or record.expires_at <= self._clock():
+            raise NotFound("No such artifact.")
+        return record
+
+    async def content(self, record: ArtifactRecord) -> AsyncIterator[bytes]:
+        return await self._blobs.read(record.blob_key)
+
+    async def read_bytes(self, record: ArtifactRecord) -> bytes:
+        return await self._blobs.read_all(record.blob_key, record.size_bytes)
+
+    def content_url(self, artifact_id: str) -> str:
+        """A signed, expiring URL of the bytes, fetchable without the Authorization header."""
+        return self._public_url + self._signer.content_url("", artifact_id, self._url_ttl)
+
+    # Retention --------------------------------------------------------------------------
+
+    async def sweep(self, *, limit: int = 500) -> int:
+        """Remove expired artifacts (bytes, then record); returns how many went."""
+        removed = 0
+        for record in await self._store.expired_artifacts(self._clock(), limit):
+            await self._blobs.delete(record.blob_key)
+            await self._store.delete_artifact(record.artifact_id)
+            removed += 1
+        if removed:
+            _log.info("artifacts_swept", removed=removed)
+        return removed
+
+    @staticmethod
+    def _key(tenant: str, artifact_id: str) -> str:
+        return f"{hashlib.sha256(tenant.encode()).hexdigest()[:16]}/{artifact_id}"

@@ -1,0 +1,410 @@
+"""The Redis store's task area: tasks as hashes, the queue as a Stream with a consumer group.
+
+Each transition is one script (`task_*.lua`) that re-checks the task's status and lease where
+it changes them. The stream only brings candidates: `XREADGROUP` delivers new entries (blocking
+on a connection of its own, never on the request path's), `XAUTOCLAIM` hands over the entries
+of workers that stopped touching their tasks (idle at least one lease: the claim and touch
+scripts reset an entry's idle time whenever they set its lease), and an entry is acknowledged
+and deleted when its task reaches a terminal state.
+
+A task hash holds `TaskRecord`'s fields under their own names: scalars as strings (progress
+flattened to percent, stage, message), the structured ones (input, metadata, output, error,
+usage, warnings) as msgpack the scripts never look into; and `seq` (its place in the tenant's
+list) and `entry` (its stream entry id).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+import msgspec
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.commands.core import AsyncScript
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.typing import KeyT, StreamIdT
+
+from gateway.errors import StoreUnavailable
+from gateway.store import buckets
+from gateway.store.ledger_ids import debit_id, refund_id
+from gateway.store.redis.keys import TASK_GROUP, RedisKeys
+from gateway.store.tasks import (
+    WORKER_LOST,
+    TaskCreate,
+    TaskCreateOutcome,
+    TaskCreateResult,
+    TaskFinal,
+    TaskPage,
+    TaskProgress,
+    TaskRecord,
+    TaskStatus,
+    worker_lost_error,
+)
+
+if TYPE_CHECKING:
+    from gateway.store.redis.scripts import Scripts
+
+__all__ = ["RedisTaskArea", "store_errors"]
+
+_RECLAIM_EVERY = 1.0
+"""A waiting claim blocks on the stream this long at most, then looks for expired leases."""
+_CLAIM_BATCH = 16
+
+_encoder = msgspec.msgpack.Encoder()
+_blob = msgspec.msgpack.Decoder()
+_BLOBS = frozenset(("input", "metadata", "output", "error", "usage", "warnings"))
+_PROGRESS = ("percent", "stage", "message")
+_INTERNAL = frozenset(("seq", "entry"))
+_STATIC = ("task_id", "tenant", "api_key_id", "request_id", "capability", "model")
+_OUTCOMES = {o.value.encode(): o for o in TaskCreateOutcome}
+
+
+@contextlib.contextmanager
+def store_errors() -> Iterator[None]:
+    """Redis connection failures and timeouts become `StoreUnavailable` (503, retryable)."""
+    try:
+        yield
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        raise StoreUnavailable() from exc
+
+
+class RedisTaskArea:
+    """The task operations of `RedisStore` (a mixin: the store has the clients and scripts)."""
+
+    keys: RedisKeys
+    url: str
+    _socket_timeout: float
+    _connect_timeout: float
+    _group_ready = False
+    _queue_client: Redis | None = None
+    """For blocking XREADGROUPs only: a wait never holds a connection others need."""
+
+    if TYPE_CHECKING:
+
+        @property
+        def client(self) -> Redis: ...
+        @property
+        def _s(self) -> Scripts: ...
+        async def _eval(
+            self, script: AsyncScript, keys: Sequence[str], args: Sequence[Any]
+        ) -> Any: ...
+
+    async def create_task(self, create: TaskCreate) -> TaskCreateResult:
+        c, k, claim = create, self.keys, create.idempotency
+        limits = c.limits
+        static = [f for name in _STATIC for f in (name, getattr(c, name))]
+        static += ["resolved_model", c.resolved_model, "price_units", c.price_units]
+        static += ["input", _encoder.encode(c.input), "metadata", _encoder.encode(c.metadata)]
+        res = await self._task_script(
+            self._s.task_create,
+            c.task_id,
+            (
+                limits.requests_per_minute,
+                limits.tokens_per_minute,
+                1 if claim else 0,
+                claim.fingerprint if claim else "",
+                c.reply_ttl_seconds,
+                c.task_id,
+                c.tenant,
+                c.price_units,
+                debit_id(c.task_id),
+                f"{c.capability} {c.resolved_model}",
+                c.request_id,
+                k.task_key_prefix(),
+                *static,
+            ),
+            (
+                k.rate(c.api_key_id),
+                k.idempotency(claim.scope if claim else ""),
+                k.holds(c.tenant),
+                k.hold_expiry(c.tenant),
+                k.tenant_tasks(c.tenant),
+                k.task_seq(c.tenant),
+            ),
+        )
+        if res[0] == b"conflict":
+            raise ValueError(f"task id {c.task_id!r} belongs to another tenant")
+        outcome = _OUTCOMES[res[0]]
+        limited = outcome is TaskCreateOutcome.RATE_LIMITED
+        return TaskCreateResult(
+            outcome=outcome,
+            rate=buckets.state(limits, float(res[2]), float(res[3]), 0, limited),
+            task=_task(res[4]),
+            available_units=res[1],
+        )
+
+    async def get_task(self, tenant: str, task_id: str) -> TaskRecord | None:
+        with store_errors():
+            fields: Any = await self.client.hgetall(self.keys.task(task_id))
+        task = _task(fields)
+        return task if task is not None and task.tenant == tenant else None
+
+    async def list_tasks(
+        self,
+        tenant: str,
+        *,
+        limit: int,
+        after: str | None = None,
+        status: TaskStatus | None = None,
+        capability: str | None = None,
+    ) -> TaskPage:
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        k, client = self.keys, self.client
+        order = k.tenant_tasks(tenant)
+        found: list[TaskRecord] = []
+        batch = limit + 1
+        with store_errors():
+            top = "+inf"
+            if after is not None:
+                seq = await client.zscore(order, after)
+                if seq is None:
+                    return TaskPage(tasks=[], has_more=False)
+                top = f"({int(seq)}"
+            # Newest first in batches until a page and one more match (filters skip some).
+            while len(found) <= limit:
+                ids: Any = await client.zrevrangebyscore(
+                    order, top, "-inf", start=0, num=batch, withscores=True
+                )
+                if not ids:
+                    break
+                async with client.pipeline(transaction=False) as pipe:
+                    for task_id, _ in ids:
+                        pipe.hgetall(k.task(task_id.decode()))
+                    rows = await pipe.execute()
+                for task in (_task(row) for row in rows):
+                    if task is None or (status is not None and task.status != status):
+                        continue
+                    if capability is None or task.capability == capability:
+                        found.append(task)
+                if len(ids) < batch:
+                    break
+                top, batch = f"({int(ids[-1][1])}", min(batch * 2, 1000)
+        return TaskPage(tasks=found[:limit], has_more=len(found) > limit)
+
+    async def claim_task(
+        self,
+        worker_id: str,
+        *,
+        lease_seconds: float,
+        wait_seconds: float = 0.0,
+        max_attempts: int = 3,
+    ) -> TaskRecord | None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_seconds
+        while True:
+            task = await self._reclaim(worker_id, lease_seconds, max_attempts)
+            if task is not None:
+                return task
+            entries = await self._read_new(worker_id, min(deadline - loop.time(), _RECLAIM_EVERY))
+            for entry, task_id in entries:
+                task = await self._claim(entry, task_id, worker_id, lease_seconds, max_attempts)
+                if task is not None:
+                    return task
+            if not entries and loop.time() >= deadline:
+                return None
+
+    async def touch_task(
+        self,
+        task_id: str,
+        worker_id: str,
+        *,
+        lease_seconds: float,
+        progress: TaskProgress | None = None,
+        input: dict[str, Any] | None = None,
+    ) -> TaskRecord | None:
+        p = progress
+        res = await self._task_script(
+            self._s.task_touch,
+            task_id,
+            (
+                worker_id,
+                lease_seconds,
+                1 if p else 0,
+                *((repr(p.percent), p.stage, p.message) if p else (0, "", "")),
+                0 if input is None else 1,
+                b"" if input is None else _encoder.encode(input),
+            ),
+        )
+        return _task(res)
+
+    async def request_cancel(self, tenant: str, task_id: str) -> TaskRecord | None:
+        res = await self._task_script(
+            self._s.task_cancel, task_id, (tenant, refund_id(task_id), "canceled")
+        )
+        return _task(res)
+
+    async def finalize_task(self, final: TaskFinal) -> TaskRecord:
+        f = final
+        if f.refund_units < 0:
+            raise ValueError("refund_units must not be negative")
+        res = await self._task_script(
+            self._s.task_finalize,
+            f.task_id,
+            (
+                f.status,
+                f.refund_units,
+                refund_id(f.task_id),
+                f.reason,
+                _encoder.encode(f.output),
+                _encoder.encode(f.usage),
+                _encoder.encode(f.warnings),
+                0 if f.error is None else 1,
+                b"" if f.error is None else _encoder.encode(f.error),
+            ),
+        )
+        if res[0] == b"unknown":
+            raise KeyError(f.task_id)
+        if res[0] == b"too_much":
+            raise ValueError(f"refund {f.refund_units} exceeds the price {res[1]}")
+        return cast(TaskRecord, _task(res[1]))
+
+    async def task_queue_depth(self) -> int:
+        with store_errors():
+            return int(await self.client.scard(self.keys.tasks_queued()))
+
+    # The queue -----------------------------------------------------------------------------
+
+    async def _task_script(
+        self,
+        script: AsyncScript,
+        task_id: str,
+        args: Sequence[Any],
+        more_keys: Sequence[str] = (),
+    ) -> Any:
+        """A task script: the keys and arguments every one of them starts with, then its own."""
+        k = self.keys
+        return await self._eval(
+            script,
+            (k.task(task_id), k.task_queue(), k.tasks_queued(), *more_keys),
+            (TASK_GROUP, k.wallet(""), k.ledger(""), k.ledger_order(""), *args),
+        )
+
+    async def _claim(
+        self, entry: bytes, task_id: str, worker_id: str, lease_seconds: float, max_attempts: int
+    ) -> TaskRecord | None:
+        res = await self._task_script(
+            self._s.task_claim,
+            task_id,
+            (
+                entry,
+                worker_id,
+                lease_seconds,
+                max_attempts,
+                refund_id(task_id),
+                WORKER_LOST,
+                _encoder.encode(worker_lost_error()),
+            ),
+        )
+        return _task(res[1]) if res[0] == b"claimed" else None
+
+    async def _reclaim(
+        self, worker_id: str, lease_seconds: float, max_attempts: int
+    ) -> TaskRecord | None:
+        """The entries idle for a lease (their workers stopped touching them), oldest first."""
+        await self._ensure_group()
+        queue, start = self.keys.task_queue(), "0-0"
+        idle_ms = max(0, int(lease_seconds * 1000))
+        while True:
+            try:
+                with store_errors():
+                    res: Any = await self.client.xautoclaim(
+                        queue, TASK_GROUP, worker_id, idle_ms, start, _CLAIM_BATCH
+                    )
+            except ResponseError as exc:
+                self._lost_group(exc)
+                return None
+            cursor, entries = res[0], [(e, f) for e, f in res[1] if f]  # deleted: no fields
+            for i, (entry, fields) in enumerate(entries):
+                task_id = fields[b"task"].decode()
+                task = await self._claim(entry, task_id, worker_id, lease_seconds, max_attempts)
+                if task is not None:
+                    # XAUTOCLAIM took the rest too: leave them as idle as they were, so any
+                    # worker (this one included) finds them at once.
+                    if rest := [e for e, _ in entries[i + 1 :]]:
+                        with store_errors():
+                            await self.client.xclaim(
+                                queue, TASK_GROUP, worker_id, 0, rest, idle=idle_ms, justid=True
+                            )
+                    return task
+            if cursor in (b"0-0", "0-0"):
+                return None
+            start = cursor
+
+    async def _read_new(self, worker_id: str, block_seconds: float) -> list[tuple[bytes, str]]:
+        """Entries never delivered (at most one), waiting up to `block_seconds` for one."""
+        await self._ensure_group()
+        # BLOCK 0 would wait forever: no wait left means no BLOCK at all.
+        block = max(1, int(block_seconds * 1000)) if block_seconds > 0 else None
+        streams: dict[KeyT, StreamIdT] = {self.keys.task_queue(): ">"}
+        try:
+            with store_errors():
+                res: Any = await self._queue().xreadgroup(
+                    TASK_GROUP, worker_id, streams, count=1, block=block
+                )
+        except ResponseError as exc:
+            self._lost_group(exc)
+            return []
+        return [
+            (entry, fields[b"task"].decode()) for _, items in res or () for entry, fields in items
+        ]
+
+    async def _ensure_group(self) -> None:
+        if self._group_ready:
+            return
+        try:
+            with store_errors():
+                # From id 0: tasks enqueued before any worker existed are delivered too.
+                await self.client.xgroup_create(
+                    self.keys.task_queue(), TASK_GROUP, id="0", mkstream=True
+                )
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+        self._group_ready = True
+
+    def _lost_group(self, exc: ResponseError) -> None:
+        """NOGROUP: the stream is gone (a flushed Redis); the group is made again next time."""
+        if "NOGROUP" not in str(exc):
+            raise exc
+        self._group_ready = False
+
+    def _queue(self) -> Redis:
+        if self._queue_client is None:
+            self._queue_client = Redis.from_url(
+                self.url,
+                decode_responses=False,
+                socket_timeout=_RECLAIM_EVERY + self._socket_timeout,  # a BLOCK is that long
+                socket_connect_timeout=self._connect_timeout,
+                # One quick retry for a connection the server closed, as the store's own pool.
+                retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.05), 1),
+            )
+        return self._queue_client
+
+    async def _close_task_queue(self) -> None:
+        client, self._queue_client, self._group_ready = self._queue_client, None, False
+        if client is not None:
+            await client.aclose()
+
+
+def _task(raw: Sequence[bytes] | Mapping[bytes, bytes]) -> TaskRecord | None:
+    """A task hash (HGETALL as a script returns it, flat, or as redis-py parses it)."""
+    if not raw:
+        return None
+    h = raw if isinstance(raw, Mapping) else dict(zip(raw[::2], raw[1::2], strict=True))
+    fields: dict[str, Any] = {}
+    for name, value in h.items():
+        key = name.decode()
+        if key in _BLOBS:
+            fields[key] = _blob.decode(value)
+        elif key not in _INTERNAL:
+            fields[key] = value.decode()
+    fields["progress"] = {name: fields.pop(name) for name in _PROGRESS}
+    # Non-strict: the numbers are strings in the hash; everything else is checked as usual.
+    return msgspec.convert(fields, TaskRecord, strict=False)

@@ -1,0 +1,173 @@
+"""The store's types for tasks (image and music generation) and artifacts (stored media).
+
+A task is prepaid: `Store.create_task` debits its price in the same atomic step that writes it
+`queued` and enqueues it, and `Store.finalize_task` refunds what was not delivered, once per
+task (the ledger ids are `debit:<task_id>` and `refund:<task_id>`). A worker holds a running
+task under a lease it keeps extending (`touch_task`); a task whose worker vanished is claimed
+again, or failed with a full refund once it ran out of attempts.
+
+`base.py` re-exports all of these; they live apart only to keep each module small.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Literal
+
+import msgspec
+
+from gateway.store.base import IdempotencyClaim, RateLimits, RateState
+
+__all__ = [
+    "TERMINAL",
+    "WORKER_LOST",
+    "ArtifactKind",
+    "ArtifactRecord",
+    "TaskCreate",
+    "TaskCreateOutcome",
+    "TaskCreateResult",
+    "TaskFinal",
+    "TaskPage",
+    "TaskProgress",
+    "TaskRecord",
+    "TaskStatus",
+    "TerminalStatus",
+    "worker_lost_error",
+]
+
+TaskStatus = Literal["queued", "running", "succeeded", "failed", "canceled"]
+TerminalStatus = Literal["succeeded", "failed", "canceled"]
+TERMINAL: tuple[TerminalStatus, ...] = ("succeeded", "failed", "canceled")
+"""A task in one of these never changes again (and is never refunded twice)."""
+
+WORKER_LOST = "worker_lost"
+"""Error code (and refund reason) of a task failed because its workers kept vanishing."""
+
+
+def worker_lost_error() -> dict[str, Any]:
+    """The error `claim_task` gives a task whose last allowed attempt's worker vanished."""
+    return {
+        "code": WORKER_LOST,
+        "message": "the workers running this task kept stopping; it was refunded in full",
+        "retryable": True,
+    }
+
+
+ArtifactKind = Literal["upload", "output", "reference"]
+
+
+class TaskProgress(msgspec.Struct, kw_only=True, frozen=True):
+    percent: float = 0.0
+    stage: str = "queued"
+    message: str = ""
+
+
+class TaskRecord(msgspec.Struct, kw_only=True, frozen=True):
+    """A task as the store keeps it; the API's task envelope is rendered from it.
+
+    `request_id` is the X-Request-Id of the create call. `resolved_model` is what `model`
+    (perhaps `auto`) resolved to. `lease_until` and `worker_id` belong to the worker that runs
+    it; `attempts` counts claims (a worker that vanished costs one).
+    """
+
+    task_id: str
+    tenant: str
+    api_key_id: str
+    request_id: str
+    capability: str
+    model: str
+    resolved_model: str
+    status: TaskStatus
+    input: dict[str, Any]
+    metadata: dict[str, str]
+    price_units: int
+    refunded_units: int = 0
+    progress: TaskProgress
+    output: dict[str, Any] = {}
+    error: dict[str, Any] | None = None
+    usage: dict[str, Any] = {}
+    warnings: list[dict[str, str]] = []
+    created_at: float
+    started_at: float | None = None
+    completed_at: float | None = None
+    cancel_requested_at: float | None = None
+    attempts: int = 0
+    worker_id: str | None = None
+    lease_until: float | None = None
+
+
+class TaskCreate(msgspec.Struct, kw_only=True, frozen=True):
+    """What a create call asks of the store: rate check, idempotency, debit, task, enqueue.
+
+    `task_id` is gateway-made and unique per call; a second create with the same id (a retry
+    of a call whose answer was lost) finds the first task and debits nothing.
+    """
+
+    task_id: str
+    tenant: str
+    api_key_id: str
+    request_id: str
+    limits: RateLimits
+    capability: str
+    model: str
+    resolved_model: str
+    price_units: int
+    input: dict[str, Any]
+    metadata: dict[str, str]
+    idempotency: IdempotencyClaim | None = None
+    reply_ttl_seconds: int = 86_400
+    """How long the idempotency record (fingerprint -> task id) is kept."""
+
+
+class TaskCreateOutcome(enum.Enum):
+    CREATED = "created"
+    REPLAY = "replay"
+    """Same idempotency key and body (or the same task id): the existing task, as it is now."""
+    KEY_REUSED = "key_reused"
+    RATE_LIMITED = "rate_limited"
+    INSUFFICIENT_CREDITS = "insufficient_credits"
+
+
+class TaskCreateResult(msgspec.Struct, kw_only=True, frozen=True):
+    outcome: TaskCreateOutcome
+    rate: RateState
+    task: TaskRecord | None = None
+    """The new task (CREATED) or the existing one (REPLAY); None otherwise."""
+    available_units: int = 0
+    """Balance minus active chat holds when checked, before this task's debit."""
+
+
+class TaskFinal(msgspec.Struct, kw_only=True, frozen=True):
+    """How a task ended. `refund_units` (0 to the price) goes back to the wallet, once."""
+
+    task_id: str
+    status: TerminalStatus
+    output: dict[str, Any] = {}
+    error: dict[str, Any] | None = None
+    usage: dict[str, Any] = {}
+    warnings: list[dict[str, str]] = []
+    refund_units: int = 0
+    reason: str = ""
+    """Kept on the refund's ledger entry."""
+
+
+class TaskPage(msgspec.Struct, kw_only=True, frozen=True):
+    tasks: list[TaskRecord]
+    has_more: bool
+
+
+class ArtifactRecord(msgspec.Struct, kw_only=True, frozen=True):
+    """A stored media file's metadata; the bytes live in blob storage under `blob_key`."""
+
+    artifact_id: str
+    tenant: str
+    kind: ArtifactKind
+    filename: str
+    mime_type: str
+    size_bytes: int
+    sha256: str
+    blob_key: str
+    created_at: float
+    expires_at: float
+    task_id: str | None = None
+    """The task that produced (output) or ingested (reference) it."""

@@ -1,0 +1,1 @@
+"""Image and music generation as asynchronous tasks: create, run, look up, cancel."""

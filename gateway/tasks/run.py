@@ -1,0 +1,59 @@
+"""`gateway worker`: task workers as a process of their own, beside or instead of the ones in
+`gateway serve` (GATEWAY_WORKERS=0 there leaves all tasks to these).
+
+It opens the same store, providers and artifact storage as `serve`, runs `concurrency` tasks
+at a time and stops on SIGTERM or SIGINT: tasks under way stop with it and are taken again by
+a worker once their lease runs out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from typing import Any
+
+from gateway.resources import open_artifacts, open_worker
+from gateway.routing.config import GatewayConfig
+from gateway.routing.resolver import Router
+from gateway.settings import Settings
+from gateway.store import store_from_url
+from providers.registry import spec_for
+
+__all__ = ["run_worker"]
+
+
+def run_worker(settings: Settings, config: GatewayConfig) -> int:
+    asyncio.run(_run(settings, config))
+    print("Worker stopped.", file=sys.stderr)
+    return 0
+
+
+async def _run(settings: Settings, config: GatewayConfig) -> None:
+    store = store_from_url(settings.resolved_store_url)
+    await store.open()
+    providers: dict[str, Any] = {}
+    try:
+        for name, entry in config.providers.items():
+            providers[name] = spec_for(entry.kind).create(name, entry.options)
+        router = Router(config, providers)
+        artifacts = open_artifacts(settings, config, store)
+        worker = open_worker(settings, config, store, router, artifacts)
+        print(
+            f"Worker {worker.worker_id}: {settings.workers} at a time, "
+            f"store {settings.resolved_store_url}",
+            flush=True,
+        )
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        worker.start()
+        await stop.wait()
+        await worker.close()
+    finally:
+        for provider in providers.values():
+            with contextlib.suppress(Exception):
+                await provider.close()
+        await store.close()

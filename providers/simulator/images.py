@@ -1,0 +1,180 @@
+"""Image tasks of the simulator: real PNGs, deterministic from the prompt, made offline.
+
+Size: the long side is 512 px at quality "standard" and 1024 px at "hd"; the other side follows
+the aspect ratio, rounded (standard 1:1 = 512x512, 16:9 = 512x288, 2:1 = 512x256, hd 9:16 =
+576x1024). "auto" takes the first reference image's aspect ratio, else 1:1.
+
+Pixels: a two-colour gradient under a few translucent shapes, all picked by BLAKE2b over the
+image's index and the prompt (directives removed, whitespace collapsed), so the same prompt
+always gives the same images. For image_to_image, image i is reference i mod count (cropped to
+fill the size) blended at 60 % over its pattern. A reference Pillow cannot open raises
+UpstreamRejectedRequest before the task starts. `request.options` is accepted and ignored.
+
+Steps (`providers.simulator.progress`): "starting", one "generating" per requested image,
+"encoding"; the task takes `task_seconds` in all. Pillow work runs in a worker thread (Pillow
+releases the GIL), so the event loop keeps serving while a picture is drawn.
+
+Directives in the prompt:
+    [[sim:fail=N]]      after "starting", fail like chat's fail=N (502, 503, 504, 400, ...)
+    [[sim:images=N]]    return at most N images (N < n: fewer than requested; 0 allowed)
+    [[sim:stall]]       after "starting", never finish; checkpoints every 0.1 s until canceled
+    [[sim:task_ms=N]]   the task takes N ms instead of `task_seconds`
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from hashlib import blake2b
+
+from PIL import Image, ImageDraw, ImageOps
+
+from providers.base import (
+    GeneratedImage,
+    ImageRequest,
+    ImageResult,
+    MediaInput,
+    TaskControl,
+)
+from providers.errors import UpstreamRejectedRequest, UpstreamUnavailable
+from providers.simulator.directives import failure_for, parse_media_directives
+from providers.simulator.options import Options
+from providers.simulator.progress import Progress
+
+__all__ = ["generate_images"]
+
+_LONG_SIDE = {"standard": 512, "hd": 1024}
+_RATIOS = {
+    "1:1": (1, 1),
+    "16:9": (16, 9),
+    "9:16": (9, 16),
+    "4:3": (4, 3),
+    "3:4": (3, 4),
+    "2:1": (2, 1),
+}
+_MAX_N = 4
+_MAX_REFERENCES = 16
+_REFERENCE_WEIGHT = 0.6  # how much of a reference shows through in image_to_image
+_TURNS = (None, Image.Transpose.ROTATE_90, Image.Transpose.ROTATE_180, Image.Transpose.ROTATE_270)
+
+_Reference = tuple[tuple[int, int], Image.Image]  # original (upright) size, downscaled copy
+
+
+async def generate_images(
+    name: str, options: Options, request: ImageRequest, control: TaskControl, *, unlucky: bool
+) -> ImageResult:
+    """One image task; `unlucky` (drawn from `failure_rate`) fails it like fail=503."""
+    directives, prompt = parse_media_directives(request.prompt, images=True)
+    long_side = _validate(request)
+    references: list[_Reference] = []
+    if request.references:
+        references = await asyncio.to_thread(_open_references, request.references, long_side)
+    size = _size(request.aspect_ratio, long_side, references[0][0] if references else None)
+    count = request.n if directives.images is None else min(directives.images, request.n)
+    seconds = options.task_seconds if directives.task_ms is None else directives.task_ms / 1000
+    progress = Progress(control, seconds, steps=request.n + 2)
+
+    await progress.step("starting", f"{name}: {request.model}, {size[0]}x{size[1]}")
+    if directives.fail is not None:
+        raise failure_for(directives.fail)
+    if unlucky:
+        raise UpstreamUnavailable("simulated upstream failure (failure_rate)", upstream_status=503)
+    if directives.stall:
+        await progress.stall("generating", "simulated stall: waiting for the upstream")
+    pictures: list[Image.Image] = []
+    for index in range(request.n):
+        await progress.step("generating", f"image {index + 1} of {request.n}")
+        if index < count:  # the others are "filtered out" by the upstream, as real ones do
+            reference = references[index % len(references)][1] if references else None
+            pictures.append(await asyncio.to_thread(_render, prompt, index, size, reference))
+    await progress.step("encoding", f"{len(pictures)} PNG image(s)")
+    blobs = await asyncio.to_thread(lambda: [_png(picture) for picture in pictures])
+    return ImageResult(
+        images=[
+            GeneratedImage(
+                data=blob, mime_type="image/png", format="png", width=size[0], height=size[1]
+            )
+            for blob in blobs
+        ]
+    )
+
+
+def _validate(request: ImageRequest) -> int:
+    """The long side in pixels; UpstreamRejectedRequest for what a real upstream would refuse."""
+    problem = None
+    if request.quality not in _LONG_SIDE:
+        problem = f"quality must be one of {', '.join(_LONG_SIDE)}, not {request.quality!r}"
+    elif request.aspect_ratio != "auto" and request.aspect_ratio not in _RATIOS:
+        problem = f"unsupported aspect_ratio {request.aspect_ratio!r}"
+    elif not 1 <= request.n <= _MAX_N:
+        problem = f"n must be 1 to {_MAX_N}, not {request.n}"
+    elif len(request.references) > _MAX_REFERENCES:
+        problem = f"at most {_MAX_REFERENCES} reference images, got {len(request.references)}"
+    if problem is not None:
+        raise UpstreamRejectedRequest(problem, upstream_status=400)
+    return _LONG_SIDE[request.quality]
+
+
+def _size(aspect_ratio: str, long_side: int, reference: tuple[int, int] | None) -> tuple[int, int]:
+    if aspect_ratio == "auto":
+        wide, high = reference if reference is not None else (1, 1)
+    else:
+        wide, high = _RATIOS[aspect_ratio]
+    if wide >= high:
+        return long_side, max(1, round(long_side * high / wide))
+    return max(1, round(long_side * wide / high)), long_side
+
+
+def _open_references(references: list[MediaInput], long_side: int) -> list[_Reference]:
+    """Each reference decoded upright in RGB and shrunk to fit `long_side` (bounds memory)."""
+    opened: list[_Reference] = []
+    for number, reference in enumerate(references, 1):
+        try:
+            source = Image.open(io.BytesIO(reference.data))
+            source.draft("RGB", (long_side, long_side))  # JPEG: decode at a reduced scale
+            image = ImageOps.exif_transpose(source).convert("RGB")
+        except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+            raise UpstreamRejectedRequest(
+                f"reference image {number} ({reference.mime_type}, {len(reference.data)} bytes)"
+                f" is not an image the upstream can read: {exc}",
+                upstream_status=400,
+            ) from exc
+        upright = image.size
+        image.thumbnail((long_side, long_side))
+        opened.append((upright, image))
+    return opened
+
+
+def _render(
+    prompt: str, index: int, size: tuple[int, int], reference: Image.Image | None
+) -> Image.Image:
+    seed = blake2b(f"{index}\x00{prompt}".encode(), digest_size=32).digest()
+    width, height = size
+    mask = Image.linear_gradient("L")
+    turn = _TURNS[seed[6] % 4]
+    if turn is not None:
+        mask = mask.transpose(turn)
+    mask = mask.resize(size, Image.Resampling.BILINEAR)
+    first, second = (seed[0], seed[1], seed[2]), (seed[3], seed[4], seed[5])
+    image = Image.composite(Image.new("RGB", size, first), Image.new("RGB", size, second), mask)
+    draw = ImageDraw.Draw(image, "RGBA")
+    for shape in range(3 + seed[7] % 4):
+        x, y, extent, tint = seed[8 + 4 * shape : 12 + 4 * shape]
+        radius = (48 + extent) * min(width, height) // 1024
+        left, top = x * width // 256 - radius, y * height // 256 - radius
+        box = (left, top, left + 2 * radius, top + 2 * radius)
+        fill = (tint, x ^ extent, y ^ tint, 150)
+        if extent % 2:
+            draw.ellipse(box, fill=fill)
+        else:
+            draw.rectangle(box, fill=fill)
+    if reference is not None:
+        fitted = ImageOps.fit(reference, size, Image.Resampling.BILINEAR)
+        image = Image.blend(image, fitted, _REFERENCE_WEIGHT)
+    return image
+
+
+def _png(image: Image.Image) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG", compress_level=3)
+    return buffer.getvalue()

@@ -1,0 +1,17 @@
+"""Leading bytes of each accepted type, padded into small sample files."""
+
+from __future__ import annotations
+
+__all__ = ["GIF", "JPEG", "MP3", "PNG", "WAV", "sample"]
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
+JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00"
+GIF = b"GIF89a\x01\x00\x01\x00"
+WAV = b"RIFF\x24\x00\x00\x00WAVEfmt "
+MP3 = b"ID3\x04\x00\x00\x00\x00\x00\x00"
+
+
+def sample(head: bytes, size: int = 4096) -> bytes:
+    """`head` followed by a deterministic, non-repeating-looking filler up to `size` bytes."""
+    filler = bytes((i * 131 + 7) % 251 for i in range(max(size - len(head), 0)))
+    return head + filler
