@@ -129,6 +129,11 @@ class ReferenceFetcher:
         except aiohttp.ClientError as exc:
             raise refuse("could not be fetched from {host}.") from exc
 
+    def check(self, url: str, *, field: str) -> None:
+        """The checks that need no network (scheme, credentials, host), so a create call can
+        refuse such a URL at once; addresses are checked when the URL is fetched."""
+        self._parse(url, _Refuse(field, "the host"))
+
     def _parse(self, url: str | URL, refuse: _Refuse, *, redirected: bool = False) -> URL:
         """Scheme, credentials and host checks; a redirect's problem is told without its URL."""
         try:

@@ -115,6 +115,10 @@ class ArtifactService:
         filename = f"{name}.{extension_for(mime)}" if "." not in name else name
         return await self._record(tenant, artifact_id, "reference", filename, mime, info, key)
 
+    def check_url(self, url: str, *, field: str) -> None:
+        """422 now for a reference URL that could never be fetched (scheme, credentials)."""
+        self._fetcher.check(url, field=field)
+
     async def save_output(
         self, tenant: str, task_id: str, data: bytes, mime_type: str, filename: str
     ) -> ArtifactRecord:

@@ -168,9 +168,7 @@ class TaskService:
         self, tenant: str, reference: dict[str, Any], field: str, kind: str
     ) -> dict[str, Any]:
         if reference["type"] == "url":
-            url = str(reference["url"])
-            if not url.lower().startswith("https://"):
-                raise _invalid([ErrorDetail(field=f"{field}.url", message="must be an https URL")])
+            self._artifacts.check_url(str(reference["url"]), field=f"{field}.url")
             return reference
         record = await self._artifacts.ingest(tenant, reference, field=field, kind=kind)
         return {"type": "artifact", "artifact_id": record.artifact_id}

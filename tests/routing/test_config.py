@@ -102,3 +102,61 @@ def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
         load_config(tmp_path / "missing.toml")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(write(tmp_path, "[providers.sim\nkind="))
+
+
+MEDIA = """
+[providers.sim]
+kind = "simulator"
+
+[providers.up]
+kind = "openai"
+base_url = "http://127.0.0.1:1/v1"
+api_key = "x"
+
+[[models]]
+id = "img"
+provider = "{provider}"
+capabilities = ["text_to_image", "image_to_image"]
+pricing = {{ credits_per_image = {{ {prices} }} }}
+"""
+
+
+def test_a_model_serving_several_capabilities_with_prices_per_capability(tmp_path: Path) -> None:
+    prices = 'standard = 50, hd = 300, "image_to_image.standard" = 60, "image_to_image.hd" = 320'
+    config = load_config(write(tmp_path, MEDIA.format(provider="sim", prices=prices)))
+    model = config.models["img"]
+    assert model.capabilities == ["text_to_image", "image_to_image"]
+    assert model.serves("image_to_image") and not model.serves("chat")
+
+    from gateway.billing.pricing import media_unit_price
+
+    assert media_unit_price(model, "text_to_image", "hd") == 300 * 10_000
+    assert media_unit_price(model, "image_to_image", "standard") == 60 * 10_000
+
+
+@pytest.mark.parametrize(
+    ("provider", "prices", "field", "problem"),
+    [
+        ("up", "standard = 50, hd = 300", "models[0].capabilities", "cannot serve text_to_image"),
+        ("sim", "standard = 50", "models[0].pricing.credits_per_image", "no hd price"),
+        ("sim", "standard = 1, hd = 2, ultra = 3", "credits_per_image.ultra", "use a quality"),
+        (
+            "sim",
+            'standard = 1, hd = 2, "chat.hd" = 3',
+            "credits_per_image.chat.hd",
+            "use a quality",
+        ),
+    ],
+)
+def test_media_model_errors_name_the_field(
+    tmp_path: Path, provider: str, prices: str, field: str, problem: str
+) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_config(write(tmp_path, MEDIA.format(provider=provider, prices=prices)))
+    assert field in str(error.value) and problem in str(error.value)
+
+
+def test_capability_and_capabilities_together_are_refused(tmp_path: Path) -> None:
+    text = BASE.replace('capability = "chat"', 'capability = "chat"\ncapabilities = ["chat"]')
+    with pytest.raises(ConfigError, match="not both"):
+        load_config(write(tmp_path, text))

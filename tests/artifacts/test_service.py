@@ -1,0 +1,138 @@
+"""ArtifactService over a real SqliteStore and real files: retention, tenants, signed access.
+
+Time is the service's and the store's injected clock, moved by the test instead of sleeping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from gateway.artifacts import LocalBlobStore, ReferenceFetcher, UrlSigner
+from gateway.artifacts.service import ArtifactService
+from gateway.errors import NotFound, UnsupportedMediaType, ValidationFailed
+from gateway.store.sqlite import SqliteStore
+from tests.artifacts.conftest import Run
+from tests.artifacts.media import PNG, WAV, sample
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _service(tmp_path: Path, clock: Clock) -> tuple[ArtifactService, SqliteStore, Path]:
+    store = SqliteStore(tmp_path / "gateway.db", clock=clock)
+    blobs_root = tmp_path / "blobs"
+    service = ArtifactService(
+        store,
+        LocalBlobStore(blobs_root),
+        UrlSigner(b"k" * 32, clock=clock),
+        ReferenceFetcher(),
+        retention_seconds=3600,
+        clock=clock,
+    )
+    return service, store, blobs_root
+
+
+async def _multipart(data: bytes, filename: str) -> AsyncIterator[bytes]:
+    yield (
+        b'--b0undary\r\nContent-Disposition: form-data; name="file"; filename="'
+        + filename.encode()
+        + b'"\r\nContent-Type: application/octet-stream\r\n\r\n'
+    )
+    for start in range(0, len(data), 1000):
+        yield data[start : start + 1000]
+    yield b"\r\n--b0undary--\r\n"
+
+
+CONTENT_TYPE = "multipart/form-data; boundary=b0undary"
+
+
+def test_an_upload_is_kept_for_the_retention_window_then_swept(tmp_path: Path, run: Run) -> None:
+    clock = Clock()
+    service, store, blobs_root = _service(tmp_path, clock)
+
+    async def scenario() -> None:
+        await store.open()
+        record = await service.upload("t1", CONTENT_TYPE, _multipart(sample(WAV, 5000), "a.wav"))
+        assert (record.mime_type, record.size_bytes, record.filename) == (
+            "audio/wav",
+            5000,
+            "a.wav",
+        )
+        assert (await service.get("t1", record.artifact_id)).sha256 == record.sha256
+        with pytest.raises(NotFound):  # another tenant's artifact does not exist
+            await service.get("t2", record.artifact_id)
+        assert await service.sweep() == 0
+
+        clock.now += 3601
+        with pytest.raises(NotFound):  # expired: gone for callers at once
+            await service.get("t1", record.artifact_id)
+        assert await service.sweep() == 1
+        assert not any(p.is_file() for p in blobs_root.rglob("*"))
+        assert await store.get_artifact(None, record.artifact_id) is None
+        await store.close()
+
+    run(scenario())
+
+
+def test_uploads_of_other_types_are_refused_and_leave_nothing(tmp_path: Path, run: Run) -> None:
+    service, store, blobs_root = _service(tmp_path, Clock())
+
+    async def scenario() -> None:
+        await store.open()
+        with pytest.raises(UnsupportedMediaType):
+            await service.upload("t1", CONTENT_TYPE, _multipart(b"just text" * 100, "a.txt"))
+        assert not any(p.is_file() for p in blobs_root.rglob("*"))
+        await store.close()
+
+    run(scenario())
+
+
+def test_signed_links_open_outputs_until_they_expire(tmp_path: Path, run: Run) -> None:
+    clock = Clock()
+    service, store, _ = _service(tmp_path, clock)
+
+    async def scenario() -> None:
+        await store.open()
+        record = await service.save_output("t1", "task_1", sample(PNG, 300), "image/png", "o.png")
+        url = service.content_url(record.artifact_id)
+        query = dict(part.split("=", 1) for part in url.split("?", 1)[1].split("&"))
+        expires, signature = int(query["expires"]), query["signature"]
+        opened = await service.get_signed(record.artifact_id, expires, signature)
+        assert opened.task_id == "task_1"
+        assert await service.read_bytes(opened) == sample(PNG, 300)
+        with pytest.raises(NotFound):
+            await service.get_signed(record.artifact_id, expires + 1, signature)
+        clock.now = expires + 1
+        with pytest.raises(NotFound):
+            await service.get_signed(record.artifact_id, expires, signature)
+        await store.close()
+
+    run(scenario())
+
+
+def test_references_by_artifact_must_be_the_tenants_and_the_right_kind(
+    tmp_path: Path, run: Run
+) -> None:
+    service, store, _ = _service(tmp_path, Clock())
+
+    async def scenario() -> None:
+        await store.open()
+        image = await service.save_output("t1", "task_1", sample(PNG, 300), "image/png", "o.png")
+        ref = {"type": "artifact", "artifact_id": image.artifact_id}
+        assert (await service.ingest("t1", ref, field="image", kind="image")) == image
+        with pytest.raises(ValidationFailed) as other_tenant:
+            await service.ingest("t2", ref, field="image", kind="image")
+        assert other_tenant.value.details[0].field == "image.artifact_id"
+        with pytest.raises(ValidationFailed, match="audio"):
+            await service.ingest("t1", ref, field="reference_audio", kind="audio")
+        await store.close()
+
+    run(scenario())
