@@ -1,8 +1,10 @@
 """Adapter for OpenAI-compatible chat upstreams (OpenAI, vLLM, Ollama, most proxies).
 
-The folder shape every HTTP adapter copies: `options.py` (the config table), `client.py` (the
-provider and its pooled session), `stream.py` (one streamed call), `translate.py` (upstream wire
-format -> OpenAI shapes), `errors.py` (HTTP statuses and transport exceptions -> provider errors).
+The folder shape every HTTP adapter copies: `options.py` (the config table, extending
+`providers.options.HttpOptions`), `client.py` (the provider and its pooled session from
+`providers.http`), `stream.py` (one streamed call over `providers.sse`), `translate.py` (upstream
+wire format -> OpenAI shapes), `errors.py` (the upstream's own error objects; HTTP statuses go
+through `providers.status`).
 """
 
 from providers.openai.client import create

@@ -1,7 +1,9 @@
 """The OpenAI-compatible chat provider: one pooled aiohttp session per upstream.
 
 Everything that does not change per request (URL, headers, timeouts, encoder) is built once in
-`create()`, so a call costs one msgspec encode, one pooled POST and one decode.
+`create()`, so a call costs one msgspec encode, one pooled POST and one decode. The session,
+the status table and the transport errors are the shared ones (`providers.http`,
+`providers.status`).
 """
 
 from __future__ import annotations
@@ -11,16 +13,17 @@ from typing import Any, NoReturn
 
 import aiohttp
 import msgspec
-from yarl import URL
 
 from providers.base import ChatCompletion
 from providers.errors import ProviderError
-from providers.openai.errors import TRANSPORT_ERRORS, error_event, status_error, transport_error
+from providers.http import TRANSPORT_ERRORS, new_session, stream_timeout, transport_error
+from providers.openai.errors import error_event
 from providers.openai.options import Options
 from providers.openai.stream import OpenAIChatStream, open_stream
 from providers.openai.translate import completion_from_bytes
+from providers.status import error_for_response
 
-__all__ = ["OpenAIProvider", "create", "new_session"]
+__all__ = ["OpenAIProvider", "create"]
 
 _encode = msgspec.json.encode
 
@@ -28,23 +31,10 @@ _encode = msgspec.json.encode
 def create(name: str, options: Options) -> OpenAIProvider:
     """Build the provider (inside the running loop); ValueError when the key is misconfigured."""
     api_key = options.resolve_api_key(os.environ)
-    return OpenAIProvider(name, options, new_session(options, api_key))
-
-
-def new_session(options: Options, api_key: str | None) -> aiohttp.ClientSession:
-    """The pooled session: keep-alive connections, default headers, the non-stream timeout."""
     headers = {"Content-Type": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
-    headers.update(options.extra_headers)
-    return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=options.max_connections, limit_per_host=0),
-        headers=headers,
-        timeout=aiohttp.ClientTimeout(
-            total=options.timeout_seconds, sock_connect=options.connect_timeout_seconds
-        ),
-        trust_env=False,
-    )
+    return OpenAIProvider(name, options, new_session(options, headers))
 
 
 class OpenAIProvider:
@@ -53,23 +43,17 @@ class OpenAIProvider:
     def __init__(self, name: str, options: Options, session: aiohttp.ClientSession) -> None:
         self.name = name
         self._session = session
-        self._url = URL(options.base_url.rstrip("/") + "/chat/completions")
-        self._stream_timeout = aiohttp.ClientTimeout(
-            total=None,
-            connect=options.timeout_seconds,
-            sock_connect=options.connect_timeout_seconds,
-            sock_read=options.stream_read_timeout_seconds,
-        )
+        self._url = options.url("/chat/completions")
+        self._stream_timeout = stream_timeout(options)
 
     async def complete(self, body: dict[str, Any]) -> ChatCompletion:
         try:
             async with self._session.post(self._url, data=_encode(body)) as response:
                 raw = await response.read()
-                status = response.status
         except TRANSPORT_ERRORS as exc:
             raise transport_error(exc) from exc
-        if not 200 <= status < 300:
-            raise status_error(status, raw)
+        if not 200 <= response.status < 300:
+            raise error_for_response(response.status, raw, response.headers)
         return completion_from_bytes(raw)
 
     async def stream(self, body: dict[str, Any]) -> OpenAIChatStream:
@@ -96,7 +80,7 @@ async def _raise_not_a_stream(response: aiohttp.ClientResponse) -> NoReturn:
     finally:
         response.release()
     if not 200 <= response.status < 300:
-        raise status_error(response.status, raw)
+        raise error_for_response(response.status, raw, response.headers)
     try:
         decoded = msgspec.json.decode(raw)
     except msgspec.DecodeError:

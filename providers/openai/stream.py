@@ -13,7 +13,7 @@ import aiohttp
 
 from providers.base import Usage
 from providers.errors import ProviderError
-from providers.openai.errors import TRANSPORT_ERRORS, transport_error
+from providers.http import TRANSPORT_ERRORS, transport_error
 from providers.openai.translate import StreamTranslator
 from providers.sse import SSEDecoder
 

@@ -98,13 +98,23 @@ def test_registry_and_options_validation() -> None:
         msgspec.convert({"base_url": "http://x", "max_connections": 0}, spec.options_type)
 
 
-def test_api_key_resolution() -> None:
-    options = Options(base_url="http://x", api_key="from-config", api_key_env="KEY")
-    assert options.resolve_api_key({"KEY": "from-env"}) == "from-env"
-    assert options.resolve_api_key({}) == "from-config"
-    assert Options(base_url="http://x").resolve_api_key({"KEY": "k"}) is None
-    with pytest.raises(ValueError, match="api_key_env"):
-        Options(base_url="http://x", api_key_env="KEY").resolve_api_key({"KEY": ""})
+def test_the_key_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Resolution itself is tested on the shared options (tests/providers/test_options.py).
+    monkeypatch.delenv("GATEWAY_TEST_UPSTREAM_KEY", raising=False)
+    options = Options(base_url="http://x", api_key_env="GATEWAY_TEST_UPSTREAM_KEY")
+    with pytest.raises(ValueError, match="'GATEWAY_TEST_UPSTREAM_KEY' is not set"):
+        create("openai", options)
+    monkeypatch.setenv("GATEWAY_TEST_UPSTREAM_KEY", "sk-env")
+
+    async def test() -> None:
+        async with upstream(api_key="sk-config", api_key_env="GATEWAY_TEST_UPSTREAM_KEY") as (
+            fake,
+            provider,
+        ):
+            await provider.complete(BODY)
+            assert fake.requests[0].headers["authorization"] == "Bearer sk-env"
+
+    run(test)
 
 
 def test_complete_passes_every_field_through() -> None:
@@ -262,6 +272,24 @@ def test_error_statuses_map_for_complete_and_stream(status: int, error: type[Exc
                 assert caught.value.upstream_status == status
                 assert "does not exist" in caught.value.message
             await provider.complete(BODY)  # the connection went back to the pool usable
+
+    run(test)
+
+
+def test_retry_after_is_kept_for_complete_and_stream() -> None:
+    async def test() -> None:
+        async with upstream() as (fake, provider):
+            for call in (provider.complete, provider.stream):
+                body = {"error": {"message": "slow down", "type": "rate_limit_error"}}
+                fake.enqueue(Reply(status=429, body=body, headers={"Retry-After": "7"}))
+                with pytest.raises(UpstreamUnavailable) as caught:
+                    await call(STREAM_BODY if call == provider.stream else BODY)
+                assert caught.value.retry_after == 7.0
+                assert "slow down" in caught.value.message
+            fake.enqueue(Reply.error(503, "overloaded"))
+            with pytest.raises(UpstreamUnavailable) as caught:
+                await provider.complete(BODY)
+            assert caught.value.retry_after is None
 
     run(test)
 

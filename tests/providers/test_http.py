@@ -1,0 +1,259 @@
+"""The shared session and transport-error mapping against a real local aiohttp server.
+
+The server answers properly, or stalls, drops the connection, cuts its body short, or writes
+bytes that are not HTTP, by taking over the socket. Each failure must come out of
+`except TRANSPORT_ERRORS: raise transport_error(exc) from exc` as the right provider error,
+with the aiohttp exception as its cause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from providers.errors import ProviderError, UpstreamTimeout, UpstreamUnavailable
+from providers.http import TRANSPORT_ERRORS, new_session, stream_timeout, transport_error
+from providers.options import HttpOptions
+
+
+def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    asyncio.run(test())
+
+
+class Upstream:
+    """Routes for every way an upstream can answer; records what it saw."""
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.client_ports: list[int] = []
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/echo", self.echo)
+        app.router.add_get("/slow", self.slow)
+        app.router.add_get("/stall", self.stall)
+        app.router.add_get("/stall-body", self.stall_body)
+        app.router.add_get("/drop", self.raw(b""))
+        app.router.add_get("/garbage", self.raw(b"NOT HTTP AT ALL\r\n\r\n"))
+        app.router.add_get(
+            "/truncated", self.raw(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort")
+        )
+        return app
+
+    async def echo(self, request: web.Request) -> web.Response:
+        headers = [[name.lower(), value] for name, value in request.headers.items()]
+        return web.json_response(headers)
+
+    async def slow(self, request: web.Request) -> web.Response:
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        self.client_ports.append(peer[1] if peer else 0)
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(0.05)
+        finally:
+            self.in_flight -= 1
+        return web.Response(text="ok")
+
+    async def stall(self, request: web.Request) -> web.Response:
+        await asyncio.sleep(3600)  # cancelled when the client gives up
+        raise AssertionError("unreachable")
+
+    async def stall_body(self, request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b"data: first\n\n")
+        await asyncio.sleep(3600)
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def raw(data: bytes) -> Callable[[web.Request], Coroutine[Any, Any, web.Response]]:
+        """A handler that writes `data` straight to the socket and closes it."""
+
+        async def handler(request: web.Request) -> web.Response:
+            transport = request.transport
+            assert transport is not None
+            transport.write(data)
+            transport.close()
+            await asyncio.sleep(3600)  # cancelled by the closed connection
+            raise AssertionError("unreachable")
+
+        return handler
+
+
+@asynccontextmanager
+async def serving(**options: Any) -> AsyncIterator[tuple[Upstream, str, aiohttp.ClientSession]]:
+    """The upstream on a free port, and a shared-setup session for it; both closed after."""
+    upstream = Upstream()
+    server = TestServer(upstream.app(), handler_cancellation=True, shutdown_timeout=0.1)
+    await server.start_server()
+    base_url = str(server.make_url(""))
+    session = new_session(HttpOptions(base_url=base_url, **options), {"Accept": "*/*"})
+    try:
+        yield upstream, base_url, session
+    finally:
+        await session.close()
+        await server.close()
+
+
+async def fetch(session: aiohttp.ClientSession, url: str, **kwargs: Any) -> bytes:
+    """What an adapter does at the boundary."""
+    try:
+        async with session.get(url, **kwargs) as response:
+            return await response.read()
+    except TRANSPORT_ERRORS as exc:
+        raise transport_error(exc) from exc
+
+
+def test_the_session_sends_the_adapter_headers_and_extra_headers_win() -> None:
+    async def test() -> None:
+        upstream = Upstream()
+        async with TestServer(upstream.app()) as server:
+            options = HttpOptions(
+                base_url=str(server.make_url("")),
+                extra_headers={"content-type": "text/x-override", "OpenAI-Organization": "org"},
+            )
+            adapter_headers = {"Content-Type": "application/json", "Authorization": "Bearer k"}
+            session = new_session(options, adapter_headers)
+            try:
+                async with session.get(options.url("/echo")) as response:
+                    seen: list[list[str]] = await response.json()
+            finally:
+                await session.close()
+            assert ["authorization", "Bearer k"] in seen
+            assert ["openai-organization", "org"] in seen
+            assert [value for name, value in seen if name == "content-type"] == ["text/x-override"]
+            assert adapter_headers["Content-Type"] == "application/json"  # not mutated
+
+    run(test)
+
+
+def test_the_session_ignores_proxies_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+
+    async def test() -> None:
+        async with serving() as (_, base_url, session):
+            assert await fetch(session, base_url + "/slow") == b"ok"
+
+    run(test)
+
+
+def test_the_pool_holds_max_connections_and_reuses_them() -> None:
+    async def test() -> None:
+        async with serving(max_connections=1) as (upstream, base_url, session):
+            bodies = await asyncio.gather(*(fetch(session, base_url + "/slow") for _ in range(3)))
+            assert bodies == [b"ok"] * 3
+            assert upstream.most_in_flight == 1
+            assert len(set(upstream.client_ports)) == 1  # one keep-alive connection
+
+    run(test)
+
+
+def test_a_stalled_answer_is_a_timeout() -> None:
+    async def test() -> None:
+        async with serving(timeout_seconds=0.2) as (_, base_url, session):
+            with pytest.raises(UpstreamTimeout) as caught:
+                await fetch(session, base_url + "/stall")
+            assert isinstance(caught.value.__cause__, TimeoutError)
+
+    run(test)
+
+
+def test_a_stalled_stream_read_is_a_timeout() -> None:
+    async def test() -> None:
+        options: dict[str, Any] = {"timeout_seconds": 0.2, "stream_read_timeout_seconds": 0.3}
+        async with serving(**options) as (_, base_url, session):
+            timeout = stream_timeout(HttpOptions(base_url=base_url, **options))
+            assert (timeout.total, timeout.sock_read) == (None, 0.3)
+            response = await session.get(base_url + "/stall-body", timeout=timeout)
+            try:
+                # Longer than timeout_seconds: a stream has no total, only a per-read limit.
+                await asyncio.sleep(0.25)
+                assert await response.content.readany() == b"data: first\n\n"
+                with pytest.raises(UpstreamTimeout) as caught:
+                    try:
+                        await response.content.readany()
+                    except TRANSPORT_ERRORS as exc:
+                        raise transport_error(exc) from exc
+                assert isinstance(caught.value.__cause__, TimeoutError)
+            finally:
+                response.close()
+
+    run(test)
+
+
+@pytest.mark.parametrize(
+    ("path", "cause", "message"),
+    [
+        ("/drop", aiohttp.ServerDisconnectedError, "closed the connection before answering"),
+        ("/garbage", aiohttp.ClientResponseError, "not valid HTTP"),
+        ("/truncated", aiohttp.ClientPayloadError, "broke off its answer"),
+    ],
+)
+def test_broken_answers_are_provider_errors(
+    path: str, cause: type[Exception], message: str
+) -> None:
+    async def test() -> None:
+        async with serving() as (_, base_url, session):
+            with pytest.raises(ProviderError, match=message) as caught:
+                await fetch(session, base_url + path)
+            assert type(caught.value) is ProviderError
+            assert isinstance(caught.value.__cause__, cause)
+            assert caught.value.upstream_status is None
+            assert await fetch(session, base_url + "/slow") == b"ok"  # the pool recovers
+
+    run(test)
+
+
+def test_refused_connection_is_unavailable() -> None:
+    async def test() -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        base_url = f"http://127.0.0.1:{port}"
+        session = new_session(HttpOptions(base_url=base_url), {})
+        try:
+            with pytest.raises(UpstreamUnavailable) as caught:
+                await fetch(session, base_url + "/slow")
+            assert isinstance(caught.value.__cause__, aiohttp.ClientConnectorError)
+        finally:
+            await session.close()
+
+    run(test)
+
+
+def test_tls_to_a_plain_http_server_is_a_provider_error() -> None:
+    async def test() -> None:
+        async with serving() as (_, base_url, session):
+            with pytest.raises(ProviderError, match="TLS") as caught:
+                await fetch(session, base_url.replace("http://", "https://") + "/slow")
+            assert type(caught.value) is ProviderError
+            assert isinstance(caught.value.__cause__, aiohttp.ClientSSLError)
+
+    run(test)
+
+
+@pytest.mark.parametrize(
+    ("exc", "error"),
+    [
+        (TimeoutError(), UpstreamTimeout),
+        (aiohttp.SocketTimeoutError(), UpstreamTimeout),
+        (aiohttp.ConnectionTimeoutError(), UpstreamTimeout),
+        (ConnectionResetError("reset"), ProviderError),
+        (aiohttp.ClientOSError(104, "reset"), ProviderError),
+        (aiohttp.InvalidURL("nope"), ProviderError),
+    ],
+)
+def test_transport_error_for_other_exceptions(exc: Exception, error: type[ProviderError]) -> None:
+    assert isinstance(exc, TRANSPORT_ERRORS)
+    assert type(transport_error(exc)) is error
