@@ -34,6 +34,7 @@ from typing import NamedTuple
 from gateway.store.base import (
     Admission,
     AdmissionOutcome,
+    Call,
     IdempotencyClaim,
     RateLimits,
     Settlement,
@@ -51,33 +52,19 @@ _REPLY = StoredReply(status=200, content_type="application/json", body=b'{"id":"
 
 async def _pair(store: Store, i: int) -> None:
     claim = IdempotencyClaim(scope=f"bench:POST:/v1/chat/completions:{i}", fingerprint="fp")
-    adm = Admission(
+    call = Call(
         tenant="bench",
         api_key_id="key_bench",
         call_id=f"call_{i}",
         request_id=f"req_{i}",
         limits=_LIMITS,
-        tokens=1200,
-        hold_units=500,
+        tokens_reserved=1200,
         idempotency=claim,
     )
-    result = await store.admit(adm)
+    result = await store.admit(Admission(call=call, hold_units=500))
     if result.outcome is not AdmissionOutcome.ADMITTED:
         raise RuntimeError(f"unexpected outcome {result.outcome}")
-    await store.settle(
-        Settlement(
-            tenant="bench",
-            api_key_id="key_bench",
-            call_id=f"call_{i}",
-            request_id=f"req_{i}",
-            limits=_LIMITS,
-            charge_units=320,
-            tokens_reserved=1200,
-            tokens_used=700,
-            idempotency=claim,
-            reply=_REPLY,
-        )
-    )
+    await store.settle(Settlement(call=call, charge_units=320, tokens_used=700, reply=_REPLY))
 
 
 class Numbers(NamedTuple):

@@ -1,12 +1,17 @@
-"""Admission outcomes -> errors; the rate state goes to the response headers either way."""
+"""Admission outcomes -> errors: what the store refused becomes the error that says why.
+
+Nothing here knows HTTP: `check` returns the rate state for the response headers, `admit` the
+store's result, and every refusal raises its `gateway.errors` error carrying the rate state
+(`GatewayError.rate`), so the api layer reports the buckets whatever the outcome.
+"""
 
 from __future__ import annotations
 
 import msgspec
 
 from gateway.auth import Caller
-from gateway.context import RequestContext
 from gateway.errors import (
+    GatewayError,
     IdempotencyInProgress,
     IdempotencyKeyReused,
     InsufficientCredits,
@@ -19,7 +24,8 @@ from gateway.store.base import (
     Admission,
     AdmissionOutcome,
     AdmissionResult,
-    IdempotencyClaim,
+    Call,
+    RateState,
     Store,
 )
 
@@ -30,49 +36,50 @@ class Gatekeeper:
     def __init__(self, store: Store) -> None:
         self._store = store
 
-    async def check(self, caller: Caller, ctx: RequestContext) -> None:
-        """Requests-per-minute for endpoints that cost nothing else."""
-        await self.admit(caller, ctx, call_id=new_call_id(), with_tokens=False)
+    async def check(self, caller: Caller, request_id: str) -> RateState:
+        """Requests-per-minute for endpoints that cost nothing else. The rate state to report
+        leaves the token bucket out (these calls take no tokens)."""
+        tenant = caller.tenant
+        call = Call(
+            tenant=tenant.name,
+            api_key_id=caller.key_id,
+            call_id=new_call_id(),
+            request_id=request_id,
+            limits=tenant.limits,
+        )
+        result = await self._store.admit(Admission(call=call))
+        rate = msgspec.structs.replace(result.rate, limit_tokens=0)
+        outcome = result.outcome
+        if outcome is not AdmissionOutcome.ADMITTED and outcome is not AdmissionOutcome.REPLAY:
+            raise _refusal(outcome, rate)
+        return rate
 
     async def admit(
-        self,
-        caller: Caller,
-        ctx: RequestContext,
-        *,
-        call_id: str,
-        tokens: int = 0,
-        hold_units: int = 0,
-        hold_seconds: int = 900,
-        claim: IdempotencyClaim | None = None,
-        with_tokens: bool = True,
+        self, call: Call, *, hold_units: int = 0, hold_seconds: int = 900
     ) -> AdmissionResult:
         """ADMITTED or REPLAY come back; every other outcome raises its error."""
         result = await self._store.admit(
-            Admission(
-                tenant=caller.tenant.name,
-                api_key_id=caller.key_id,
-                call_id=call_id,
-                request_id=ctx.request_id,
-                limits=caller.tenant.limits,
-                tokens=tokens,
-                hold_units=hold_units,
-                hold_seconds=hold_seconds,
-                idempotency=claim,
-            )
+            Admission(call=call, hold_units=hold_units, hold_seconds=hold_seconds)
         )
-        rate = result.rate
-        ctx.rate = rate if with_tokens else msgspec.structs.replace(rate, limit_tokens=0)
         outcome = result.outcome
         if outcome is AdmissionOutcome.ADMITTED or outcome is AdmissionOutcome.REPLAY:
             return result
-        if outcome is AdmissionOutcome.RATE_LIMITED:
-            raise RateLimited(headers={"Retry-After": str(retry_after_seconds(rate))})
-        if outcome is AdmissionOutcome.INSUFFICIENT_CREDITS:
-            raise InsufficientCredits(
-                "The wallet balance is too low to cover this request's worst-case cost."
-            )
-        if outcome is AdmissionOutcome.IN_PROGRESS:
-            raise IdempotencyInProgress()
-        if outcome is AdmissionOutcome.ABANDONED:  # only a call id reused after its release
-            raise StoreUnavailable()
-        raise IdempotencyKeyReused()
+        raise _refusal(outcome, result.rate)
+
+
+def _refusal(outcome: AdmissionOutcome, rate: RateState) -> GatewayError:
+    error: GatewayError
+    if outcome is AdmissionOutcome.RATE_LIMITED:
+        error = RateLimited(headers={"Retry-After": str(retry_after_seconds(rate))})
+    elif outcome is AdmissionOutcome.INSUFFICIENT_CREDITS:
+        error = InsufficientCredits(
+            "The wallet balance is too low to cover this request's worst-case cost."
+        )
+    elif outcome is AdmissionOutcome.IN_PROGRESS:
+        error = IdempotencyInProgress()
+    elif outcome is AdmissionOutcome.ABANDONED:  # only a call id reused after its release
+        error = StoreUnavailable()
+    else:
+        error = IdempotencyKeyReused()
+    error.rate = rate
+    return error

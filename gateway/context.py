@@ -1,4 +1,8 @@
-"""Per-request facts gathered along the way, for the response headers and the one log line."""
+"""Per-request facts gathered along the way, for the response headers and the one log line.
+
+HTTP-layer only: the middleware makes it, `gateway.api` fills it from what services return
+(outcomes, or errors carrying the model and the rate state). Nothing below the api imports it.
+"""
 
 from __future__ import annotations
 

@@ -21,13 +21,20 @@
     └── StoreUnavailable              503 store_unavailable (retryable)
 
 Each class carries its status, code and retryability, so raising code never picks numbers.
+An error raised for a call may also carry what the response and its log line report whatever
+the outcome: the resolved `model` and the caller's rate-limit state (`rate`, for the
+x-ratelimit-* headers). Services set them; `gateway.api` renders them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
+
+if TYPE_CHECKING:
+    from gateway.store.base import RateState
 
 __all__ = [
     "ErrorDetail",
@@ -65,6 +72,10 @@ class GatewayError(Exception):
     code: str = "internal_error"
     retryable: bool = True
     default_message: str = "The server failed to handle the request."
+    model: str | None = None
+    """The model the failed call was resolved to (for the log line), when it got that far."""
+    rate: RateState | None = None
+    """The caller's rate-limit state after its check (for the headers), when it got that far."""
 
     def __init__(
         self,

@@ -89,7 +89,9 @@ class CallFinisher:
                 if now + delay >= deadline:
                     self._queue(settlement)
                     _log.warning(
-                        "settle_deferred", call_id=settlement.call_id, error=repr(exc.__cause__)
+                        "settle_deferred",
+                        call_id=settlement.call.call_id,
+                        error=repr(exc.__cause__),
                     )
                     return False
             await asyncio.sleep(delay)
@@ -105,16 +107,16 @@ class CallFinisher:
             self._queue(release)
             raise
         except Exception as exc:  # the hold expires on its own; the caller's error matters more
-            _log.error("release_failed", call_id=release.call_id, error=repr(exc))
+            _log.error("release_failed", call_id=release.call.call_id, error=repr(exc))
 
     def abandon(self, release: Release) -> None:
         """An admission whose outcome is unknown: release (and fence) it in the background."""
         self._queue(release)
 
     def _queue(self, step: Step) -> None:
-        pending = self._pending
-        pending.pop(step.call_id, None)
-        pending[step.call_id] = step
+        pending, call_id = self._pending, step.call.call_id
+        pending.pop(call_id, None)
+        pending[call_id] = step
         if len(pending) > self._max_pending:
             dropped = next(iter(pending))
             del pending[dropped]

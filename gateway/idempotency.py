@@ -7,10 +7,9 @@ import hashlib
 import msgspec
 
 from gateway.errors import ErrorDetail, GatewayError, InvalidRequest, ValidationFailed
-from gateway.responses import RawResponse
-from gateway.store.base import IdempotencyClaim, StoredReply
+from gateway.store.base import IdempotencyClaim
 
-__all__ = ["chat_claim", "claim_for", "fingerprint", "replay"]
+__all__ = ["chat_claim", "claim_for", "fingerprint"]
 
 _canonical = msgspec.json.Encoder(order="sorted").encode
 
@@ -56,12 +55,4 @@ def chat_claim(
         request=request,
         lease_seconds=lease_seconds,
         invalid=InvalidRequest,
-    )
-
-
-def replay(reply: StoredReply) -> RawResponse:
-    headers = [(b"idempotent-replayed", b"true")]
-    headers += [(k.encode(), v.encode()) for k, v in reply.headers.items()]
-    return RawResponse(
-        reply.body, status=reply.status, content_type=reply.content_type.encode(), headers=headers
     )

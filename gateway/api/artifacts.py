@@ -50,8 +50,9 @@ async def get_content(
     if expires is not None and signature is not None and expires.isdigit():
         record = await resources.artifacts.get_signed(artifact_id, int(expires), signature)
     else:
-        caller = await authenticate(context_of(request.scope), resources)
-        await resources.gatekeeper.check(caller, context_of(request.scope))
+        ctx = context_of(request.scope)
+        caller = await authenticate(ctx, resources)
+        ctx.rate = await resources.gatekeeper.check(caller, ctx.request_id)
         record = await resources.artifacts.get(caller.tenant.name, artifact_id)
     return Stream(
         await resources.artifacts.content(record),

@@ -4,6 +4,10 @@ The busiest endpoint is a plain ASGI handler: it reads the few headers the middl
 the body straight from ASGI, skipping the framework's per-request signature parsing, kwargs
 and response handling (measured: ~12 % of a chat call's CPU). Errors still go through the
 framework's exception middleware to the one envelope renderer.
+
+The chat service returns an outcome (`gateway.chat.outcomes`); this renders it: the JSON body,
+the replayed reply, or the event stream (`chat_stream.py`), and notes the model, the rate state
+(for the x-ratelimit-* headers) and a replay on the request's context for the middleware.
 """
 
 from __future__ import annotations
@@ -12,7 +16,10 @@ from typing import Any
 
 from litestar import asgi
 
+from gateway.api.chat_stream import send_event_stream
 from gateway.api.dependencies import authenticate
+from gateway.api.responses import send_bytes, send_reply
+from gateway.chat.outcomes import ChatCompleted, ChatReplayed
 from gateway.context import context_of
 from gateway.errors import InvalidRequest, MethodNotAllowed, PayloadTooLarge
 from gateway.json_body import require_json_content_type
@@ -30,8 +37,18 @@ async def chat_completions(scope: Any, receive: Any, send: Any) -> None:
     caller = await authenticate(ctx, resources)
     require_json_content_type(ctx.content_type)
     body = await _read_body(receive, resources.config.file.gateway.max_body_bytes)
-    response = await resources.chat.handle(caller, ctx, body, ctx.idempotency_key)
-    await response(scope, receive, send)
+    outcome = await resources.chat.handle(
+        caller, body, request_id=ctx.request_id, idempotency_key=ctx.idempotency_key
+    )
+    ctx.model = outcome.model
+    ctx.rate = outcome.rate
+    if isinstance(outcome, ChatCompleted):
+        await send_bytes(send, outcome.body)
+    elif isinstance(outcome, ChatReplayed):
+        ctx.replayed = True
+        await send_reply(send, outcome.reply)
+    else:
+        await send_event_stream(outcome.events, receive, send)
 
 
 async def _read_body(receive: Any, limit: int) -> bytes:

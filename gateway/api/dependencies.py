@@ -30,5 +30,5 @@ async def provide_caller(request: Request[Any, Any, Any], resources: Resources) 
     """Authenticated and counted against requests-per-minute."""
     ctx = context_of(request.scope)
     caller = await authenticate(ctx, resources)
-    await resources.gatekeeper.check(caller, ctx)
+    ctx.rate = await resources.gatekeeper.check(caller, ctx.request_id)
     return caller

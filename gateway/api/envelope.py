@@ -1,4 +1,8 @@
-"""The framework's exception handler: every exception becomes the envelope response."""
+"""The framework's exception handler: every exception becomes the envelope response.
+
+What an error carries for the call (its resolved model, the caller's rate state) goes to the
+request's context, for the x-ratelimit-* headers and the log line, as a success's outcome does.
+"""
 
 from __future__ import annotations
 
@@ -24,6 +28,10 @@ def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Respons
     request_id = ctx.request_id if ctx is not None else new_request_id()
     if ctx is not None:
         ctx.error_code = error.code
+        if error.model is not None:
+            ctx.model = error.model
+        if error.rate is not None:
+            ctx.rate = error.rate
     if type(error) is GatewayError:
         _log.error("unhandled_exception", request_id=request_id, exc_info=exc)
     headers = dict(error.headers)

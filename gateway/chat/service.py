@@ -1,4 +1,4 @@
-"""The chat request path: validate, resolve, admit, call, settle, answer.
+"""The chat request path: validate, resolve, admit, call, settle, and the outcome.
 
 Two store round trips per call: `admit` before the upstream call, and `settle` (or `release`
 when the call failed before producing anything) before the last bytes reach the client, so the
@@ -6,31 +6,37 @@ charge in `usage.credits` is already real when the client reads it. When the sto
 `gateway.finisher` retries the finishing step: a call that ran is answered with its result
 (never with a retryable error it was charged for), one that failed is released once the store
 is back, and an admission whose outcome is unknown is released (and fenced) the same way.
+
+The service knows no HTTP: it takes the caller, the body's bytes, the request id and the
+Idempotency-Key, and returns an outcome (`gateway.chat.outcomes`) or raises a
+`gateway.errors.GatewayError` carrying the model and the rate state when the call got that far.
+The call's identity (`gateway.store.base.Call`) is built once, here, and carried from
+admission to settlement or release.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from decimal import Decimal
 
 import msgspec
 
 from gateway.admission import Gatekeeper
 from gateway.auth import Caller
+from gateway.chat.outcomes import ChatCompleted, ChatOutcome, ChatReplayed, ChatStreaming
 from gateway.chat.plan import ChatPlan, plan_call
-from gateway.chat.streaming import ChatEventStream, StreamJob
+from gateway.chat.streaming import StreamJob
 from gateway.chat.usage import charge_for, usage_fields
 from gateway.chat.validation import parse_chat_request
-from gateway.context import RequestContext
 from gateway.error_mapping import as_gateway_error
 from gateway.errors import StoreUnavailable
 from gateway.finisher import CallFinisher
-from gateway.idempotency import chat_claim, replay
+from gateway.idempotency import chat_claim
 from gateway.ids import new_completion_id
 from gateway.logging import get_logger
-from gateway.responses import RawResponse
 from gateway.routing.resolver import Route, Router
-from gateway.store.base import IdempotencyClaim, Release, Settlement, StoredReply
+from gateway.store.base import Call, RateState, Release, Settlement, StoredReply
+from providers.base import ChatCompletion
 from providers.errors import ProviderError, UpstreamTimeout, UpstreamUnavailable
 
 __all__ = ["ChatService"]
@@ -54,106 +60,126 @@ class ChatService:
         self._hold_seconds = hold_seconds
 
     async def handle(
-        self, caller: Caller, ctx: RequestContext, body: bytes, idempotency_key: str | None
-    ) -> Any:
+        self, caller: Caller, body: bytes, *, request_id: str, idempotency_key: str | None
+    ) -> ChatOutcome:
+        """One chat call, from the request's bytes to its outcome.
+
+        Errors raised once the model is resolved carry it (`GatewayError.model`), and once the
+        call was admitted its rate state (`GatewayError.rate`); a refusal at admission carries
+        the rate state from `Gatekeeper`."""
         request = parse_chat_request(body)
-        route = self._router.resolve(request.model, caller.tenant, "chat")
-        ctx.model = route.model.id
-        plan = plan_call(request, route, len(body))
-        claim = chat_claim(
-            tenant=caller.tenant.name,
-            key=idempotency_key,
-            request=request,
-            lease_seconds=self._hold_seconds,
-        )
-        completion_id = new_completion_id()
-        call = _Call(caller, ctx, completion_id, route, plan, claim, len(body))
+        tenant = caller.tenant
+        route = self._router.resolve(request.model, tenant, "chat")
+        rate: RateState | None = None
         try:
-            admitted = await self._gatekeeper.admit(
-                caller,
-                ctx,
-                call_id=completion_id,
-                tokens=plan.tokens_reserved,
-                hold_units=plan.hold_units,
-                hold_seconds=self._hold_seconds,
-                claim=claim,
+            plan = plan_call(request, route, len(body))
+            call = Call(
+                tenant=tenant.name,
+                api_key_id=caller.key_id,
+                call_id=new_completion_id(),
+                request_id=request_id,
+                limits=tenant.limits,
+                tokens_reserved=plan.tokens_reserved,
+                idempotency=chat_claim(
+                    tenant=tenant.name,
+                    key=idempotency_key,
+                    request=request,
+                    lease_seconds=self._hold_seconds,
+                ),
             )
-        except StoreUnavailable:
-            # It may still reach the store: release it then, and fence it if it comes later.
-            self._finisher.abandon(self._release_of(call))
-            raise
-        if admitted.reply is not None:
-            ctx.replayed = True
-            return replay(admitted.reply)
+            try:
+                admitted = await self._gatekeeper.admit(
+                    call, hold_units=plan.hold_units, hold_seconds=self._hold_seconds
+                )
+            except StoreUnavailable:
+                # It may still reach the store: release it then, and fence it if it comes later.
+                self._finisher.abandon(Release(call=call))
+                raise
+            rate = admitted.rate
+            if admitted.reply is not None:
+                return ChatReplayed(reply=admitted.reply, model=route.model.id, rate=rate)
+            return await self._run(call, route, plan, tenant.credits_per_usd, len(body), rate)
+        except Exception as exc:
+            error = as_gateway_error(exc)  # anything else is a fault of the gateway's own: 500
+            error.model = route.model.id
+            if rate is not None:
+                error.rate = rate
+            if error is exc:
+                raise
+            raise error from exc
+
+    async def _run(
+        self,
+        call: Call,
+        route: Route,
+        plan: ChatPlan,
+        credits_per_usd: Decimal,
+        body_size: int,
+        rate: RateState,
+    ) -> ChatCompleted | ChatStreaming:
+        """The upstream call of an admitted call; what admission took is given back when it
+        fails before producing anything."""
         try:
             if plan.stream:
                 upstream = await route.chat.stream(plan.upstream_body)
-                job = StreamJob(self, call, upstream)
+                job = StreamJob(self, call, route, plan, credits_per_usd, body_size, upstream)
                 try:
                     await job.prefetch()
                 except BaseException:
-                    await job.close_upstream()
+                    await job.close()
                     raise
-                return ChatEventStream(job)
+                return ChatStreaming(events=job, model=route.model.id, rate=rate)
             completion = await route.chat.complete(plan.upstream_body)
         except Exception as exc:
-            await self.release(call)
+            await self._finisher.release(Release(call=call))
             self._note_failure(route, exc)
             raise as_gateway_error(exc) from exc
         except BaseException:  # cancelled: give back what admission took, stay cancelled
-            await self.release(call)
+            await self._finisher.release(Release(call=call))
             raise
-        return await self._finish_sync(call, completion.body, completion.usage)
+        payload = await self._finish_sync(call, route, credits_per_usd, body_size, completion)
+        return ChatCompleted(body=payload, model=route.model.id, rate=rate)
 
-    async def _finish_sync(self, call: _Call, body: dict[str, Any], usage: Any) -> RawResponse:
+    async def _finish_sync(
+        self,
+        call: Call,
+        route: Route,
+        credits_per_usd: Decimal,
+        body_size: int,
+        completion: ChatCompletion,
+    ) -> bytes:
+        body, usage = completion.body, completion.usage
         usage_body = body.get("usage") if isinstance(body.get("usage"), dict) else {}
-        charge = charge_for(
-            call.route.price, usage, body_size=call.body_size, usage_body=usage_body
-        )
-        body["id"] = call.completion_id
-        body["model"] = call.route.model.id
+        charge = charge_for(route.price, usage, body_size=body_size, usage_body=usage_body)
+        body["id"] = call.call_id
+        body["model"] = route.model.id
         body["object"] = "chat.completion"
         body.setdefault("created", int(time.time()))
-        body["usage"] = usage_fields(usage_body or {}, charge, call.caller.tenant.credits_per_usd)
+        body["usage"] = usage_fields(usage_body or {}, charge, credits_per_usd)
         payload = _encode(body)
         reply = None
-        if call.claim is not None:
+        if call.idempotency is not None:
             reply = StoredReply(status=200, content_type="application/json", body=payload)
-        await self.settle(call, charge.units, charge.tokens, reply)
-        return RawResponse(payload)
+        await self.settle(call, route, charge.units, charge.tokens, reply)
+        return payload
 
     async def settle(
-        self, call: _Call, charge_units: int, tokens_used: int, reply: StoredReply | None
+        self,
+        call: Call,
+        route: Route,
+        charge_units: int,
+        tokens_used: int,
+        reply: StoredReply | None,
     ) -> None:
         """Charge the call; waits out a short store stall, never raises for one."""
         await self._finisher.settle(
             Settlement(
-                tenant=call.caller.tenant.name,
-                api_key_id=call.caller.key_id,
-                call_id=call.completion_id,
-                request_id=call.ctx.request_id,
-                limits=call.caller.tenant.limits,
+                call=call,
                 charge_units=charge_units,
-                tokens_reserved=call.plan.tokens_reserved,
                 tokens_used=tokens_used,
-                reason=f"chat {call.route.model.id}",
-                idempotency=call.claim,
+                reason=f"chat {route.model.id}",
                 reply=reply,
             )
-        )
-
-    async def release(self, call: _Call) -> None:
-        await self._finisher.release(self._release_of(call))
-
-    @staticmethod
-    def _release_of(call: _Call) -> Release:
-        return Release(
-            tenant=call.caller.tenant.name,
-            api_key_id=call.caller.key_id,
-            call_id=call.completion_id,
-            limits=call.caller.tenant.limits,
-            tokens_reserved=call.plan.tokens_reserved,
-            idempotency=call.claim,
         )
 
     def _note_failure(self, route: Route, exc: Exception) -> None:
@@ -168,27 +194,3 @@ class ChatService:
                 upstream_status=exc.upstream_status,
                 detail=exc.message,
             )
-
-
-class _Call:
-    """Everything about one admitted call that finishing it needs."""
-
-    __slots__ = ("body_size", "caller", "claim", "completion_id", "ctx", "plan", "route")
-
-    def __init__(
-        self,
-        caller: Caller,
-        ctx: RequestContext,
-        completion_id: str,
-        route: Route,
-        plan: ChatPlan,
-        claim: IdempotencyClaim | None,
-        body_size: int,
-    ) -> None:
-        self.caller = caller
-        self.ctx = ctx
-        self.completion_id = completion_id
-        self.route = route
-        self.plan = plan
-        self.claim = claim
-        self.body_size = body_size

@@ -2,12 +2,14 @@
 
 `auto` walks the capability's chain in the routing file and takes the first model the tenant
 may use whose provider is up. Health here is what the gateway has seen: a provider that just
-answered "unavailable" or timed out is skipped for a short cool-down.
+answered "unavailable" or timed out is skipped for a short cool-down, measured on the
+monotonic clock the router is given (tests move it instead of sleeping).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,9 +19,10 @@ from gateway.routing.config import GatewayConfig, Tenant
 from gateway.routing.schema import ModelEntry
 from providers.base import ChatProvider
 
-__all__ = ["ModelNotFound", "Route", "Router"]
+__all__ = ["COOL_DOWN_SECONDS", "ModelNotFound", "Route", "Router"]
 
-_COOL_DOWN_SECONDS = 10.0
+COOL_DOWN_SECONDS = 10.0
+"""How long `auto` passes over a provider that just failed as unavailable."""
 
 
 class ModelNotFound(NotFound):
@@ -43,8 +46,15 @@ class Route:
 
 
 class Router:
-    def __init__(self, config: GatewayConfig, providers: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        config: GatewayConfig,
+        providers: dict[str, Any],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._config = config
+        self._clock = clock
         self._routes = {
             model.id: Route(
                 model=model, provider=providers[model.provider], price=ChatPrice.of(model)
@@ -82,7 +92,7 @@ class Router:
             raise ModelUnavailable(
                 f"No {capability} model is available to 'auto' for this account."
             )
-        now = time.monotonic()
+        now = self._clock()
         for route in candidates:
             if self._down_until.get(route.model.provider, 0.0) <= now:
                 return route
@@ -90,7 +100,7 @@ class Router:
 
     def mark_down(self, route: Route) -> None:
         """The provider failed as unavailable: let `auto` prefer others for a moment."""
-        self._down_until[route.model.provider] = time.monotonic() + _COOL_DOWN_SECONDS
+        self._down_until[route.model.provider] = self._clock() + COOL_DOWN_SECONDS
 
     def visible_models(self, tenant: Tenant) -> list[ModelEntry]:
         return [m for m in self._config.models.values() if tenant.may_use(m.id)]

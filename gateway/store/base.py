@@ -1,7 +1,8 @@
 """The store interface: operations that mean something, each atomic on every backend.
 
 A request touches the store twice: `admit` on the way in (rate limits, idempotency reservation,
-credit hold: all or nothing) and `settle` or `release` on the way out. A task is prepaid:
+credit hold: all or nothing) and `settle` or `release` on the way out, all three carrying the
+same `Call` (the call's identity, built once). A task is prepaid:
 `create_task` debits it, a worker `claim_task`s and `touch_task`es it, `finalize_task` refunds
 what was not delivered (once). Nothing here is a plain get/set: a caller can never read, decide
 and write across an `await`.
@@ -25,6 +26,7 @@ __all__ = [
     "ApiKeyRecord",
     "ArtifactKind",
     "ArtifactRecord",
+    "Call",
     "IdempotencyClaim",
     "LedgerEntry",
     "LedgerKind",
@@ -111,12 +113,15 @@ class AdmissionOutcome(enum.Enum):
     gave up on it (see `Store.release`). Nothing was taken."""
 
 
-class Admission(msgspec.Struct, kw_only=True, frozen=True):
-    """What a request asks of the store before it runs.
+class Call(msgspec.Struct, kw_only=True, frozen=True):
+    """One call's identity, the same value from its admission to its settlement or release.
 
+    Built once per call (by the chat service) and carried by `Admission`, `Settlement` and
+    `Release`, so the three can never disagree on whose call it is or what it reserved.
     `call_id` is gateway-made and unique per call: it keys the hold and the ledger entries
     (`hold:<call_id>`, `charge:<call_id>`). `request_id` is the client-visible X-Request-Id,
-    kept on ledger entries for correlation only (clients may repeat it).
+    kept on ledger entries for correlation only (clients may repeat it). `tokens_reserved` is
+    what admission takes from the tokens bucket (and settle or release reconciles).
     """
 
     tenant: str
@@ -124,10 +129,17 @@ class Admission(msgspec.Struct, kw_only=True, frozen=True):
     call_id: str
     request_id: str
     limits: RateLimits
-    tokens: int = 0
+    tokens_reserved: int = 0
+    idempotency: IdempotencyClaim | None = None
+
+
+class Admission(msgspec.Struct, kw_only=True, frozen=True):
+    """What a call asks of the store before it runs: its tokens (`call.tokens_reserved`), its
+    idempotency claim, and a credit hold of `hold_units` for `hold_seconds`."""
+
+    call: Call
     hold_units: int = 0
     hold_seconds: int = 900
-    idempotency: IdempotencyClaim | None = None
 
 
 class AdmissionResult(msgspec.Struct, kw_only=True, frozen=True):
@@ -144,16 +156,10 @@ class Settlement(msgspec.Struct, kw_only=True, frozen=True):
     Running it twice for one call_id charges once.
     """
 
-    tenant: str
-    api_key_id: str
-    call_id: str
-    request_id: str
-    limits: RateLimits
+    call: Call
     charge_units: int
-    tokens_reserved: int = 0
     tokens_used: int = 0
     reason: str = ""
-    idempotency: IdempotencyClaim | None = None
     reply: StoredReply | None = None
     reply_ttl_seconds: int = 86_400
 
@@ -161,12 +167,7 @@ class Settlement(msgspec.Struct, kw_only=True, frozen=True):
 class Release(msgspec.Struct, kw_only=True, frozen=True):
     """A call that failed before it cost anything: give back hold, tokens and the key."""
 
-    tenant: str
-    api_key_id: str
-    call_id: str
-    limits: RateLimits
-    tokens_reserved: int = 0
-    idempotency: IdempotencyClaim | None = None
+    call: Call
 
 
 class Wallet(msgspec.Struct, kw_only=True, frozen=True):

@@ -137,6 +137,7 @@ class TaskService:
             )
         else:
             error = IdempotencyKeyReused()
+        error.rate = msgspec.structs.replace(result.rate, limit_tokens=0)  # for the headers
         raise error
 
     def _resolve(self, model: str, caller: Caller, capability: str) -> Route:

@@ -71,7 +71,7 @@ def media_problems(request: MediaRequest) -> list[ErrorDetail]:
             f"{MAX_REFERENCE_IMAGES} references)",
         )
     if isinstance(request, MusicRequest):
-        if request.instrumental and request.lyrics:
+        if request.instrumental and request.lyrics is not None:
             bad("lyrics", "must be omitted for instrumental music (instrumental: true)")
         if request.title is not None and len(request.title) > MAX_TITLE:
             bad("title", f"must be at most {MAX_TITLE} characters")

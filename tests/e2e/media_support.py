@@ -90,6 +90,8 @@ reference_audio_to_music = ["alpha-5.5", "beta-music-2.6"]
 [tenants.poor]
 [tenants.lister]
 [tenants.racer]
+[tenants.limited]
+requests_per_minute = 3
 """
 
 TERMINAL = frozenset({"succeeded", "failed", "canceled"})

@@ -568,7 +568,7 @@ def test_upload_over_100_mib_is_413_and_leaves_nothing(
     assert response.status_code == 413, response.text
     assert response.json()["error"]["code"] == "payload_too_large"
     data_dir = Path(media_gateway.env["GATEWAY_DATA_DIR"])
-    leftovers = [p for p in data_dir.rglob("*") if p.is_file() and p.stat().st_size > 1 << 20]
+    leftovers = [p for p in data_dir.rglob("*") if p.is_file() and p.stat().st_size > 50 << 20]
     assert leftovers == []
 
 
@@ -687,6 +687,7 @@ def test_no_images_at_all_fails_with_full_refund(api: httpx.Client) -> None:
         "https://169.254.169.254/latest/meta-data/",
         "https://[::1]/picture.png",
         "https://10.0.0.1/picture.png",
+        "https://user:pw@example.com/picture.png",
     ],
 )
 def test_reference_urls_to_private_addresses_are_refused(api: httpx.Client, url: str) -> None:
@@ -713,22 +714,31 @@ def test_progress_is_reported_while_a_task_runs(api: httpx.Client) -> None:
     created = post_task(
         api, IMAGES, {"model": "auto", "prompt": "steady [[sim:task_ms=3000]]", "n": 3}
     )
+    percents: list[float] = []
+
+    def look() -> dict[str, Any]:
+        task: dict[str, Any] = api.get(f"/v1/tasks/{created['task_id']}").json()
+        percents.append(task["progress"]["percent"])
+        return task
+
     midway = wait_until(
-        lambda: api.get(f"/v1/tasks/{created['task_id']}").json(),
+        look,
         lambda task: task["status"] != "queued" and task["progress"]["percent"] > 0,
         timeout=10,
         what="progress",
     )
-    assert midway["status"] == "running", midway
+    assert midway["status"] == "running", (midway, percents)
     assert 0 < midway["progress"]["percent"] < 100
     assert midway["progress"]["stage"] in {"preparing", "starting", "generating", "encoding"}
     assert isinstance(midway["progress"]["message"], str)
     assert midway["started_at"] is not None and midway["completed_at"] is None
     assert midway["output"] in ({}, None)
-    task = wait_for_task(api, created["task_id"])
+    task = wait_until(look, lambda task: task["status"] in TERMINAL, what="the end")
     assert task["status"] == "succeeded"
     assert task["progress"]["percent"] == 100
     assert len(task["output"]["images"]) == 3
+    assert percents == sorted(percents), f"progress went backwards: {percents}"
+    assert len(set(percents)) >= 3, percents
 
 
 def test_concurrent_creates_never_overdraw(media_gateway: GatewayProcess) -> None:
@@ -950,6 +960,45 @@ def test_a_killed_gateways_task_is_taken_over_after_its_lease(
         second.stop()
 
 
+def test_a_task_whose_workers_keep_dying_fails_once_with_a_full_refund(
+    store_kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """A stalled task outlives gateway after gateway (killed, lease expires, claimed again) until
+    its claims run out: then it fails, refunded exactly once; it never stays running."""
+    store_url = _redis_db(request, 15) if store_kind == "redis" else None
+    gateway = _start(tmp_path, store_url)
+    key = gateway.api_key or ""
+    with _client(gateway, key) as client:
+        before = wallet_balance(client)
+        created = post_task(client, IMAGES, {"model": "auto", "prompt": "[[sim:stall]]", "n": 2})
+        wait_for_task(client, created["task_id"], statuses=frozenset({"running"}))
+    final: dict[str, Any] | None = None
+    for _ in range(6):
+        gateway.process.kill()
+        gateway.process.wait(timeout=10)
+        gateway = start_gateway(tmp_path, MEDIA_CONFIG, store_url=store_url)
+        with _client(gateway, key) as client:
+            try:
+                final = wait_for_task(client, created["task_id"], timeout=6)
+                break
+            except AssertionError:
+                continue
+    try:
+        assert final is not None, "the task never ended"
+        assert final["status"] == "failed", final
+        assert final["error"]["code"]
+        with _client(gateway, key) as client:
+            entries = task_entries(client, created["task_id"])
+            assert [(e["kind"], e["amount_credits"]) for e in entries] == [
+                ("debit", "-100.0000"),
+                ("refund", "100.0000"),
+            ]
+            assert wallet_balance(client) == before
+            assert_books_balance(client)
+    finally:
+        gateway.stop()
+
+
 def test_redis_replicas_one_takes_creates_the_other_runs_them(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
@@ -1077,8 +1126,16 @@ def test_insufficient_credits_is_402_and_creates_nothing(media_gateway: GatewayP
         assert wallet_balance(poor) == 10
 
         # Exactly enough is enough; the wallet lands on zero, never below.
+        # The 402 released its Idempotency-Key: the same key runs again, for real.
         media_gateway.grant("poor", "40")
-        created = post_task(poor, TEXT_TO_MUSIC, {"model": "beta-music-2.6", "prompt": "ok"})
+        retried = poor.post(
+            IMAGES,
+            json={"model": "auto", "prompt": "too dear"},
+            headers={"Idempotency-Key": f"poor-{IMAGES}"},
+        )
+        assert retried.status_code == 202, retried.text
+        assert "idempotent-replayed" not in retried.headers
+        created = retried.json()
         assert wallet_balance(poor) == 0
         wait_for_task(poor, created["task_id"])
         again = poor.post(TEXT_TO_MUSIC, json={"model": "beta-music-2.6", "prompt": "more"})
@@ -1174,6 +1231,47 @@ def test_cancel_racing_completion_settles_one_way(api: httpx.Client) -> None:
     kept = outcomes.count("succeeded")
     assert wallet_balance(api) == before - 50 * kept
     assert_books_balance(api)
+
+
+def test_rate_limited_creates_are_429_and_cost_nothing(media_gateway: GatewayProcess) -> None:
+    media_gateway.grant("limited", "1000")
+    with _client(media_gateway, media_gateway.new_key("limited")) as limited:
+        statuses = [
+            limited.post(IMAGES, json={"model": "auto", "prompt": f"r{i}"}) for i in range(4)
+        ]
+        codes = [r.status_code for r in statuses]
+        assert codes == [202, 202, 202, 429], codes
+        refused = statuses[3]
+        assert refused.json()["error"]["code"] == "rate_limited"
+        assert refused.json()["error"]["retryable"] is True
+        assert int(refused.headers["retry-after"]) >= 1
+    # The limit is per key: another key of the tenant reads the books.
+    with _client(media_gateway, media_gateway.new_key("limited")) as reader:
+        # (Three requests a minute for this key as well: no polling here.)
+        assert [e["kind"] for e in ledger(reader)] == ["debit", "debit", "debit", "grant"]
+        assert wallet_balance(reader) == 1000 - 150
+    # As on every limited response (and on chat's 429): OpenAI's x-ratelimit-* headers.
+    assert refused.headers.get("x-ratelimit-limit-requests") == "3", dict(refused.headers)
+    assert refused.headers.get("x-ratelimit-remaining-requests") == "0", dict(refused.headers)
+
+
+def test_reference_audio_url_to_a_private_address_is_refused(api: httpx.Client) -> None:
+    before = wallet_balance(api)
+    response = api.post(
+        REFERENCE_MUSIC,
+        json={
+            "model": "beta-music-2.6",
+            "prompt": "p",
+            "reference_audio": {"type": "url", "url": "https://127.0.0.1/hum.wav"},
+        },
+    )
+    if response.status_code == 202:
+        task = wait_for_task(api, response.json()["task_id"])
+        assert task["status"] == "failed", task
+        assert task["error"]["code"] == "validation_error"
+    else:
+        assert response.status_code == 422, response.text
+    assert wallet_balance(api) == before
 
 
 # 7. validation ---------------------------------------------------------------------------------
@@ -1324,7 +1422,7 @@ def test_media_endpoints_need_a_key(root: str) -> None:
 
 
 def test_other_tenants_tasks_and_artifacts_do_not_exist(
-    api: httpx.Client, other_api: httpx.Client
+    media_gateway: GatewayProcess, api: httpx.Client, other_api: httpx.Client
 ) -> None:
     created = post_task(api, IMAGES, {"model": "auto", "prompt": "mine"})
     task = wait_for_task(api, created["task_id"])
@@ -1345,6 +1443,10 @@ def test_other_tenants_tasks_and_artifacts_do_not_exist(
         assert response.json()["error"]["code"] == "not_found"
     listed = other_api.get("/v1/tasks", params={"limit": "100"}).json()["data"]
     assert task["task_id"] not in {t["task_id"] for t in listed}
+    # Another key of the same tenant sees it all.
+    with _client(media_gateway, media_gateway.new_key("default")) as same_tenant:
+        assert same_tenant.get(f"/v1/tasks/{task['task_id']}").status_code == 200
+        assert same_tenant.get(f"/v1/artifacts/{image['artifact_id']}").status_code == 200
 
     # Another tenant cannot use my artifacts as references either.
     stolen = other_api.post(

@@ -7,6 +7,7 @@ from typing import Any, Protocol, TypeVar
 
 from gateway.store.base import (
     Admission,
+    Call,
     IdempotencyClaim,
     RateLimits,
     Release,
@@ -14,7 +15,7 @@ from gateway.store.base import (
     StoredReply,
 )
 
-__all__ = ["Run", "admission", "claim", "release", "settlement"]
+__all__ = ["Run", "admission", "call", "claim", "release", "settlement"]
 
 _T = TypeVar("_T")
 
@@ -34,6 +35,28 @@ def claim(
     return IdempotencyClaim(scope=scope, fingerprint=fingerprint, lease_seconds=lease_seconds)
 
 
+def call(
+    call_id: str,
+    *,
+    tenant: str = "t1",
+    api_key_id: str = "k1",
+    rpm: int = 1000,
+    tpm: int = 0,
+    tokens: int = 0,
+    idempotency: IdempotencyClaim | None = None,
+) -> Call:
+    """One call's identity, as the chat service builds it once per call."""
+    return Call(
+        tenant=tenant,
+        api_key_id=api_key_id,
+        call_id=call_id,
+        request_id=f"req_{call_id}",
+        limits=RateLimits(requests_per_minute=rpm, tokens_per_minute=tpm),
+        tokens_reserved=tokens,
+        idempotency=idempotency,
+    )
+
+
 def admission(
     call_id: str,
     *,
@@ -46,17 +69,16 @@ def admission(
     hold_seconds: int = 900,
     idempotency: IdempotencyClaim | None = None,
 ) -> Admission:
-    return Admission(
+    the_call = call(
+        call_id,
         tenant=tenant,
         api_key_id=api_key_id,
-        call_id=call_id,
-        request_id=f"req_{call_id}",
-        limits=RateLimits(requests_per_minute=rpm, tokens_per_minute=tpm),
+        rpm=rpm,
+        tpm=tpm,
         tokens=tokens,
-        hold_units=hold,
-        hold_seconds=hold_seconds,
         idempotency=idempotency,
     )
+    return Admission(call=the_call, hold_units=hold, hold_seconds=hold_seconds)
 
 
 def settlement(
@@ -67,29 +89,16 @@ def settlement(
     reply: StoredReply | None = None,
     reply_ttl_seconds: int = 86_400,
 ) -> Settlement:
-    """The settlement of a call admitted with `adm` (same tenant, key, limits, reservation)."""
+    """The settlement of a call admitted with `adm`: the same `Call` value."""
     return Settlement(
-        tenant=adm.tenant,
-        api_key_id=adm.api_key_id,
-        call_id=adm.call_id,
-        request_id=adm.request_id,
-        limits=adm.limits,
+        call=adm.call,
         charge_units=charge,
-        tokens_reserved=adm.tokens,
         tokens_used=used,
         reason="chat",
-        idempotency=adm.idempotency,
         reply=reply,
         reply_ttl_seconds=reply_ttl_seconds,
     )
 
 
 def release(adm: Admission) -> Release:
-    return Release(
-        tenant=adm.tenant,
-        api_key_id=adm.api_key_id,
-        call_id=adm.call_id,
-        limits=adm.limits,
-        tokens_reserved=adm.tokens,
-        idempotency=adm.idempotency,
-    )
+    return Release(call=adm.call)

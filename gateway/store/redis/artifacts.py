@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from redis.asyncio import Redis
 
+from gateway.store.redis.errors import store_errors
 from gateway.store.redis.keys import RedisKeys
-from gateway.store.redis.tasks import store_errors
 from gateway.store.tasks import ArtifactRecord
 
 __all__ = ["RedisArtifactArea"]
@@ -33,21 +33,21 @@ class RedisArtifactArea:
 
     async def create_artifact(self, record: ArtifactRecord) -> None:
         k = self.keys
-        with store_errors():
+        with store_errors:
             async with self.client.pipeline(transaction=True) as pipe:
                 pipe.set(k.artifact(record.artifact_id), _encoder.encode(record))
                 pipe.zadd(k.artifact_expiry(), {record.artifact_id: record.expires_at})
                 await pipe.execute()
 
     async def get_artifact(self, tenant: str | None, artifact_id: str) -> ArtifactRecord | None:
-        with store_errors():
+        with store_errors:
             raw: Any = await self.client.get(self.keys.artifact(artifact_id))
         record = _decoder.decode(raw) if raw is not None else None
         return record if record is not None and tenant in (None, record.tenant) else None
 
     async def expired_artifacts(self, now: float, limit: int) -> list[ArtifactRecord]:
         k = self.keys
-        with store_errors():
+        with store_errors:
             ids: Any = await self.client.zrangebyscore(
                 k.artifact_expiry(), "-inf", now, start=0, num=limit
             )
@@ -58,7 +58,7 @@ class RedisArtifactArea:
 
     async def delete_artifact(self, artifact_id: str) -> None:
         k = self.keys
-        with store_errors():
+        with store_errors:
             async with self.client.pipeline(transaction=True) as pipe:
                 pipe.delete(k.artifact(artifact_id))
                 pipe.zrem(k.artifact_expiry(), artifact_id)

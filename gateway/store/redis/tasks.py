@@ -16,8 +16,7 @@ list) and `entry` (its stream entry id).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
@@ -25,14 +24,12 @@ from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.commands.core import AsyncScript
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import KeyT, StreamIdT
 
-from gateway.errors import StoreUnavailable
 from gateway.store import buckets
 from gateway.store.ledger_ids import debit_id, refund_id
+from gateway.store.redis.errors import store_errors
 from gateway.store.redis.keys import TASK_GROUP, RedisKeys
 from gateway.store.tasks import (
     WORKER_LOST,
@@ -50,7 +47,7 @@ from gateway.store.tasks import (
 if TYPE_CHECKING:
     from gateway.store.redis.scripts import Scripts
 
-__all__ = ["RedisTaskArea", "store_errors"]
+__all__ = ["RedisTaskArea"]
 
 _RECLAIM_EVERY = 1.0
 """A waiting claim blocks on the stream this long at most, then looks for expired leases."""
@@ -63,15 +60,6 @@ _PROGRESS = ("percent", "stage", "message")
 _INTERNAL = frozenset(("seq", "entry"))
 _STATIC = ("task_id", "tenant", "api_key_id", "request_id", "capability", "model")
 _OUTCOMES = {o.value.encode(): o for o in TaskCreateOutcome}
-
-
-@contextlib.contextmanager
-def store_errors() -> Iterator[None]:
-    """Redis connection failures and timeouts become `StoreUnavailable` (503, retryable)."""
-    try:
-        yield
-    except (RedisConnectionError, RedisTimeoutError) as exc:
-        raise StoreUnavailable() from exc
 
 
 class RedisTaskArea:
@@ -140,7 +128,7 @@ class RedisTaskArea:
         )
 
     async def get_task(self, tenant: str, task_id: str) -> TaskRecord | None:
-        with store_errors():
+        with store_errors:
             fields: Any = await self.client.hgetall(self.keys.task(task_id))
         task = _task(fields)
         return task if task is not None and task.tenant == tenant else None
@@ -160,7 +148,7 @@ class RedisTaskArea:
         order = k.tenant_tasks(tenant)
         found: list[TaskRecord] = []
         batch = limit + 1
-        with store_errors():
+        with store_errors:
             top = "+inf"
             if after is not None:
                 seq = await client.zscore(order, after)
@@ -266,7 +254,7 @@ class RedisTaskArea:
         return cast(TaskRecord, _task(res[1]))
 
     async def task_queue_depth(self) -> int:
-        with store_errors():
+        with store_errors:
             return int(await self.client.scard(self.keys.tasks_queued()))
 
     # The queue -----------------------------------------------------------------------------
@@ -313,7 +301,7 @@ class RedisTaskArea:
         idle_ms = max(0, int(lease_seconds * 1000))
         while True:
             try:
-                with store_errors():
+                with store_errors:
                     res: Any = await self.client.xautoclaim(
                         queue, TASK_GROUP, worker_id, idle_ms, start, _CLAIM_BATCH
                     )
@@ -328,7 +316,7 @@ class RedisTaskArea:
                     # XAUTOCLAIM took the rest too: leave them as idle as they were, so any
                     # worker (this one included) finds them at once.
                     if rest := [e for e, _ in entries[i + 1 :]]:
-                        with store_errors():
+                        with store_errors:
                             await self.client.xclaim(
                                 queue, TASK_GROUP, worker_id, 0, rest, idle=idle_ms, justid=True
                             )
@@ -344,7 +332,7 @@ class RedisTaskArea:
         block = max(1, int(block_seconds * 1000)) if block_seconds > 0 else None
         streams: dict[KeyT, StreamIdT] = {self.keys.task_queue(): ">"}
         try:
-            with store_errors():
+            with store_errors:
                 res: Any = await self._queue().xreadgroup(
                     TASK_GROUP, worker_id, streams, count=1, block=block
                 )
@@ -359,7 +347,7 @@ class RedisTaskArea:
         if self._group_ready:
             return
         try:
-            with store_errors():
+            with store_errors:
                 # From id 0: tasks enqueued before any worker existed are delivered too.
                 await self.client.xgroup_create(
                     self.keys.task_queue(), TASK_GROUP, id="0", mkstream=True

@@ -58,24 +58,26 @@ def settle(
     conn: sqlite3.Connection, s: Settlement, entry_id: str, store_reply: bool, now: float
 ) -> int:
     """The durable part of a settlement: the charge once per call, the reply; the balance."""
+    call = s.call
     bal: int | None = None
     if s.charge_units > 0:
         exists = conn.execute(
-            "SELECT 1 FROM ledger WHERE tenant = ? AND id = ?", (s.tenant, entry_id)
+            "SELECT 1 FROM ledger WHERE tenant = ? AND id = ?", (call.tenant, entry_id)
         ).fetchone()
         if exists is None:
             entry = append_entry(
                 conn,
-                s.tenant,
+                call.tenant,
                 entry_id,
                 "charge",
                 -s.charge_units,
                 now,
                 reason=s.reason,
-                request_id=s.request_id,
+                request_id=call.request_id,
             )
             bal = entry.balance_after_units
-    if store_reply and s.idempotency is not None and s.reply is not None:
+    claim = call.idempotency
+    if store_reply and claim is not None and s.reply is not None:
         # First completion wins: a live reply of another call is never overwritten.
         conn.execute(
             "INSERT INTO idempotency VALUES (?, ?, ?, ?, ?) ON CONFLICT (scope) DO UPDATE"
@@ -83,15 +85,15 @@ def settle(
             " reply = excluded.reply, expires_at = excluded.expires_at"
             " WHERE idempotency.expires_at <= ? OR idempotency.call_id = excluded.call_id",
             (
-                s.idempotency.scope,
-                s.idempotency.fingerprint,
-                s.call_id,
+                claim.scope,
+                claim.fingerprint,
+                call.call_id,
                 _reply_encoder.encode(s.reply),
                 now + s.reply_ttl_seconds,
                 now,
             ),
         )
-    return bal if bal is not None else balance(conn, s.tenant)
+    return bal if bal is not None else balance(conn, call.tenant)
 
 
 def sweep_replies(conn: sqlite3.Connection, now: float, limit: int) -> None:

@@ -1,0 +1,33 @@
+"""Bytes sent straight to ASGI: the chat path skips the framework's response machinery."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.store.base import StoredReply
+
+__all__ = ["JSON", "send_bytes", "send_reply"]
+
+JSON = b"application/json"
+_JSON_TYPE = (b"content-type", JSON)
+_REPLAYED = (b"idempotent-replayed", b"true")
+
+
+async def send_bytes(send: Any, body: bytes) -> None:
+    """A 200 JSON response whose body is `body`."""
+    headers = [_JSON_TYPE, (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_reply(send: Any, reply: StoredReply) -> None:
+    """A kept reply, replayed as it was (JSON, or a whole SSE stream), marked as a replay."""
+    body = reply.body
+    headers = [
+        (b"content-type", reply.content_type.encode()),
+        (b"content-length", str(len(body)).encode()),
+        _REPLAYED,
+    ]
+    headers += [(k.encode(), v.encode()) for k, v in reply.headers.items()]
+    await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,63 @@
+"""What a chat call comes to, for whoever asked: the api layer renders each as HTTP.
+
+Every outcome carries what the answer and its log line report: the resolved model and the
+caller's rate-limit state after admission. A refusal or a failure is an exception instead
+(`gateway.errors`), carrying the same two when the call got that far.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+import msgspec
+
+from gateway.store.base import RateState, StoredReply
+
+__all__ = ["ChatCompleted", "ChatEvents", "ChatOutcome", "ChatReplayed", "ChatStreaming"]
+
+
+class ChatEvents(Protocol):
+    """A streamed answer: its Server-Sent Events as bytes, and the ways to end it early.
+
+    `events()` yields the frames (several joined when they arrived together) and settles the
+    call before its last ones; whoever sends them calls `client_left()` when the client went
+    away (the upstream request is closed, what was produced is settled) and `close()` when
+    done, whatever happened (closing twice is fine).
+    """
+
+    @property
+    def gone(self) -> bool:
+        """True once the client left: frames still yielded are not sent."""
+        ...
+
+    def events(self) -> AsyncIterator[bytes]: ...
+    async def client_left(self) -> None: ...
+    async def close(self) -> None: ...
+
+
+class ChatCompleted(msgspec.Struct, kw_only=True, frozen=True):
+    """A whole chat.completion: `body` is its JSON, already charged."""
+
+    body: bytes
+    model: str
+    rate: RateState
+
+
+class ChatReplayed(msgspec.Struct, kw_only=True, frozen=True):
+    """A repeated Idempotency-Key: the first call's reply, as it was kept (JSON or SSE bytes)."""
+
+    reply: StoredReply
+    model: str
+    rate: RateState
+
+
+class ChatStreaming(msgspec.Struct, kw_only=True, frozen=True):
+    """A stream whose first chunk arrived: its events go out as the upstream sends them."""
+
+    events: ChatEvents
+    model: str
+    rate: RateState
+
+
+ChatOutcome = ChatCompleted | ChatReplayed | ChatStreaming

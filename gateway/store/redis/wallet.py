@@ -1,0 +1,66 @@
+"""The Redis store's wallet area: grants, the balance with its active holds, and the ledger
+(`grant.lua`, `wallet.lua`, `ledger.lua`, each one script)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from gateway.store.base import LedgerEntry, LedgerKind, LedgerPage, Wallet
+from gateway.store.redis.codec import decode_entry
+from gateway.store.redis.keys import RedisKeys
+
+if TYPE_CHECKING:
+    from redis.commands.core import AsyncScript
+
+    from gateway.store.redis.scripts import Scripts
+
+__all__ = ["RedisWalletArea"]
+
+
+class RedisWalletArea:
+    """The wallet operations of `RedisStore` (a mixin: the store has the scripts)."""
+
+    keys: RedisKeys
+
+    if TYPE_CHECKING:
+
+        @property
+        def _s(self) -> Scripts: ...
+        async def _eval(
+            self, script: AsyncScript, keys: Sequence[str], args: Sequence[Any]
+        ) -> Any: ...
+
+    async def grant(
+        self,
+        tenant: str,
+        amount_units: int,
+        *,
+        entry_id: str,
+        reason: str,
+        kind: LedgerKind = "grant",
+    ) -> LedgerEntry:
+        k = self.keys
+        packed = await self._eval(
+            self._s.grant,
+            (k.wallet(tenant), k.ledger(tenant), k.ledger_order(tenant)),
+            (entry_id, tenant, kind, amount_units, reason),
+        )
+        return decode_entry(packed)
+
+    async def wallet(self, tenant: str) -> Wallet:
+        k = self.keys
+        balance, held = await self._eval(
+            self._s.wallet, (k.holds(tenant), k.hold_expiry(tenant), k.wallet(tenant)), ()
+        )
+        return Wallet(tenant=tenant, balance_units=balance, held_units=held)
+
+    async def ledger(self, tenant: str, *, limit: int, after: str | None = None) -> LedgerPage:
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        k = self.keys
+        res = await self._eval(
+            self._s.ledger, (k.ledger(tenant), k.ledger_order(tenant)), (limit, after or "")
+        )
+        entries = [decode_entry(packed) for packed in res[1:]]
+        return LedgerPage(entries=entries, has_more=res[0] == 1)

@@ -1,0 +1,61 @@
+"""The SQLite store's API-key area: key records in the file (the CLI issues and revokes)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from gateway.store.base import ApiKeyRecord
+
+__all__ = ["SqliteKeyArea"]
+
+_T = TypeVar("_T")
+
+_COLUMNS = "key_id, tenant, created_at, revoked_at"
+
+
+class SqliteKeyArea:
+    """The API-key operations of `SqliteStore` (a mixin: the store has the connection)."""
+
+    if TYPE_CHECKING:
+
+        def _write(self, body: Callable[[sqlite3.Connection, float], _T]) -> _T: ...
+        def _rows(self, sql: str, params: tuple[object, ...]) -> list[Any]: ...
+        async def _may_write(self) -> None: ...
+
+    async def create_key(self, record: ApiKeyRecord, key_hash: str) -> None:
+        await self._may_write()
+        self._write(
+            lambda conn, _now: conn.execute(
+                "INSERT OR REPLACE INTO api_keys VALUES (?, ?, ?, ?, ?)",
+                (key_hash, record.key_id, record.tenant, record.created_at, record.revoked_at),
+            )
+        )
+
+    async def get_key(self, key_hash: str) -> ApiKeyRecord | None:
+        rows = self._rows(f"SELECT {_COLUMNS} FROM api_keys WHERE key_hash = ?", (key_hash,))
+        return _key_record(rows[0]) if rows else None
+
+    async def revoke_key(self, key_id: str) -> bool:
+        def body(conn: sqlite3.Connection, now: float) -> bool:
+            cur = conn.execute(
+                "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE key_id = ?",
+                (now, key_id),
+            )
+            return cur.rowcount > 0
+
+        await self._may_write()
+        return self._write(body)
+
+    async def list_keys(self, tenant: str) -> list[ApiKeyRecord]:
+        rows = self._rows(
+            f"SELECT {_COLUMNS} FROM api_keys WHERE tenant = ? ORDER BY created_at, key_hash",
+            (tenant,),
+        )
+        return [_key_record(row) for row in rows]
+
+
+def _key_record(row: Any) -> ApiKeyRecord:
+    key_id, tenant, created_at, revoked_at = row
+    return ApiKeyRecord(key_id=key_id, tenant=tenant, created_at=created_at, revoked_at=revoked_at)

@@ -1,0 +1,75 @@
+"""The app from its factory, in process: `create_app(settings, config)` on a temporary data
+folder, driven through Litestar's AsyncTestClient (the lifespan runs, no socket is opened)."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from litestar import Litestar
+from litestar.testing import AsyncTestClient
+
+from gateway.app import create_app
+from gateway.bootstrap import bootstrap_embedded
+from gateway.keys import issue_key
+from gateway.routing.config import GatewayConfig, load_config
+from gateway.settings import Settings
+from gateway.store import store_from_url
+
+__all__ = ["InProcessApp", "in_process_app"]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# The shipped routing file (simulator chat, image and music models), and a tenant of one
+# request per minute.
+EXTRA_TENANTS = """
+[tenants.limited]
+models = ["*"]
+requests_per_minute = 1
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class InProcessApp:
+    app: Litestar
+    client: AsyncTestClient[Litestar]
+    config: GatewayConfig
+    keys: dict[str, str]
+    """A key per tenant, each granted credits before the app started."""
+
+    @property
+    def key(self) -> str:
+        return self.keys["default"]
+
+    def auth(self, key: str | None = None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key or self.key}"}
+
+
+@asynccontextmanager
+async def in_process_app(tmp_path: Path) -> AsyncIterator[InProcessApp]:
+    config_path = tmp_path / "gateway.toml"
+    config_path.write_text((ROOT / "config" / "gateway.toml").read_text() + EXTRA_TENANTS)
+    config = load_config(config_path)
+    settings = Settings(config_path=config_path, data_dir=tmp_path / "data", workers=0)
+    # As `gateway serve` does on the embedded store: the default tenant's key and starting
+    # grant; and one for the limited tenant. The test client runs the app on a thread of its
+    # own, so the app's store is not used from the test: this is done before it starts.
+    store = store_from_url(settings.resolved_store_url)
+    await store.open()
+    try:
+        default_key = await bootstrap_embedded(store, config, settings.data_dir)
+        assert default_key is not None
+        limited_key, _ = await issue_key(store, config, "limited")
+        await store.grant("limited", 10**8, entry_id="grant:limited", reason="test")
+    finally:
+        await store.close()
+    app = create_app(settings, config)
+    keys = {"default": default_key, "limited": limited_key}
+    try:
+        async with AsyncTestClient(app, base_url="http://gateway.local") as client:
+            yield InProcessApp(app=app, client=client, config=config, keys=keys)
+    finally:
+        gc.unfreeze()  # the lifespan froze what it built, for a long-lived server

@@ -1,0 +1,108 @@
+"""Backend errors become `StoreUnavailable` in one place per backend, in every area.
+
+`StoreErrorMap` is the mapping; each backend has one (`redis/errors.py`, `sqlite/errors.py`)
+around every call into its library. The proofs: an unreachable Redis, and a SQLite file whose
+write lock another process holds past the busy timeout, fail each area's operations with
+`StoreUnavailable` whose cause is the library's error.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from gateway.errors import StoreUnavailable
+from gateway.store.base import ApiKeyRecord, Store
+from gateway.store.errors import StoreErrorMap
+from gateway.store.redis import RedisStore
+from gateway.store.redis.errors import store_errors as redis_errors
+from gateway.store.sqlite import SqliteStore
+from tests.store.support import Run, admission, release, settlement
+from tests.store.test_artifacts_store import artifact
+from tests.store.test_tasks import create
+
+Op = Callable[[Store], Coroutine[Any, Any, Any]]
+
+
+def test_a_mapped_error_leaves_as_store_unavailable_from_it() -> None:
+    mapping = StoreErrorMap(KeyError, OSError)
+    original = OSError("gone")
+    with pytest.raises(StoreUnavailable) as caught, mapping:
+        raise original
+    assert caught.value.__cause__ is original
+    with pytest.raises(ValueError), mapping:  # anything else passes through untouched
+        raise ValueError("a bug")
+    with mapping, mapping:  # stateless: one instance serves every call, nested too
+        pass
+
+
+@pytest.mark.parametrize("error", [RedisConnectionError("x"), RedisTimeoutError("x")])
+def test_redis_connection_errors_and_timeouts_are_mapped(error: Exception) -> None:
+    with pytest.raises(StoreUnavailable), redis_errors:
+        raise error
+    with pytest.raises(ResponseError), redis_errors:  # Redis answered: not "unavailable"
+        raise ResponseError("WRONGTYPE")
+
+
+_ADMITTED = admission("c1", hold=5)
+
+# One or more operations of each area.
+_AREAS: dict[str, Op] = {
+    "keys.create_key": lambda s: s.create_key(
+        ApiKeyRecord(key_id="kid", tenant="t1", created_at=1.0), "hash"
+    ),
+    "keys.revoke_key": lambda s: s.revoke_key("kid"),
+    "wallet.grant": lambda s: s.grant("t1", 1, entry_id="g2", reason="x"),
+    "admission.settle": lambda s: s.settle(settlement(_ADMITTED, charge=1)),
+    "tasks.create_task": lambda s: s.create_task(create("task_x")),
+    "artifacts.create_artifact": lambda s: s.create_artifact(artifact("art_x")),
+}
+
+_REDIS_ONLY: dict[str, Op] = {  # SQLite reads and memory-only steps go on beside a writer
+    "keys.get_key": lambda s: s.get_key("hash"),
+    "keys.list_keys": lambda s: s.list_keys("t1"),
+    "wallet.wallet": lambda s: s.wallet("t1"),
+    "wallet.ledger": lambda s: s.ledger("t1", limit=5),
+    "admission.admit": lambda s: s.admit(_ADMITTED),
+    "admission.release": lambda s: s.release(release(_ADMITTED)),
+    "tasks.get_task": lambda s: s.get_task("t1", "task_x"),
+    "artifacts.get_artifact": lambda s: s.get_artifact("t1", "art_x"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_AREAS | _REDIS_ONLY))
+def test_every_area_of_an_unreachable_redis_is_store_unavailable(name: str, run: Run) -> None:
+    store = RedisStore("redis://127.0.0.1:1/0", connect_timeout=0.5)
+    run(store.open())
+    try:
+        with pytest.raises(StoreUnavailable) as caught:
+            run((_AREAS | _REDIS_ONLY)[name](store))
+        assert isinstance(caught.value.__cause__, RedisConnectionError | RedisTimeoutError)
+    finally:
+        run(store.close())
+
+
+@pytest.mark.parametrize("name", sorted(_AREAS))
+def test_every_area_of_a_locked_sqlite_file_is_store_unavailable(
+    name: str, tmp_path: Path, run: Run
+) -> None:
+    store = SqliteStore(tmp_path / "g.db", busy_timeout_ms=20)
+    run(store.open())
+    other = sqlite3.connect(tmp_path / "g.db", isolation_level=None)
+    try:
+        run(store.grant("t1", 100, entry_id="g1", reason="top-up"))
+        run(store.admit(_ADMITTED))
+        other.execute("BEGIN IMMEDIATE")  # another process (the CLI) holds the write lock
+        with pytest.raises(StoreUnavailable) as caught:
+            run(_AREAS[name](store))
+        assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
+    finally:
+        other.close()
+        run(store.close())
