@@ -12,10 +12,10 @@ from litestar.di import Provide
 from gateway.api import route_handlers
 from gateway.api.dependencies import provide_caller, provide_resources
 from gateway.api.envelope import handle_exception
+from gateway.config.loader import GatewayConfig, load_config
 from gateway.logging import configure_logging
 from gateway.middleware import RequestContextMiddleware
 from gateway.resources import open_resources
-from gateway.routing.config import GatewayConfig, load_config
 from gateway.settings import Settings
 
 __all__ = ["create_app"]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from gateway.auth import hash_api_key
 from gateway.billing.money import units_from_credits
+from gateway.config.loader import GatewayConfig
 from gateway.keys import issue_key
-from gateway.routing.config import GatewayConfig
 from gateway.store.base import Store
 
 __all__ = ["DEFAULT_TENANT", "STARTING_GRANT_ENTRY", "bootstrap_embedded"]

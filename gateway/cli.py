@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from gateway.billing.money import format_credits, parse_credits
-from gateway.routing.config import ConfigError, GatewayConfig, load_config
+from gateway.config.loader import ConfigError, GatewayConfig, load_config
 from gateway.settings import Settings
 from gateway.store import store_from_url
 from gateway.store.base import LedgerKind, Store

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 from gateway.auth import hash_api_key, new_api_key
+from gateway.config.loader import GatewayConfig
 from gateway.ids import new_key_id
-from gateway.routing.config import GatewayConfig
 from gateway.store.base import ApiKeyRecord, Store
 
 __all__ = ["UnknownTenant", "issue_key", "revoke_key"]

@@ -18,11 +18,11 @@ from gateway.artifacts.addresses import parse_networks
 from gateway.artifacts.service import ArtifactService
 from gateway.auth import Authenticator
 from gateway.chat.service import ChatService
+from gateway.config.loader import GatewayConfig
 from gateway.finisher import CallFinisher
 from gateway.health import StoreHealth
 from gateway.ids import new_call_id
 from gateway.logging import get_logger
-from gateway.routing.config import GatewayConfig
 from gateway.routing.resolver import Router
 from gateway.settings import Settings
 from gateway.store import store_from_url

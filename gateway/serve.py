@@ -11,8 +11,8 @@ import uvicorn
 
 from gateway.app import create_app
 from gateway.bootstrap import bootstrap_embedded
+from gateway.config.loader import GatewayConfig
 from gateway.http_protocol import HttpLimits, bounded_protocol
-from gateway.routing.config import GatewayConfig
 from gateway.settings import Settings
 from gateway.store import store_from_url
 

@@ -13,8 +13,8 @@ from litestar import get
 
 from gateway.api.models import created_at
 from gateway.auth import Caller
+from gateway.config.schema import ModelEntry
 from gateway.resources import Resources
-from gateway.routing.schema import ModelEntry
 
 __all__ = ["HANDLERS", "list_capabilities", "list_catalog_models"]
 

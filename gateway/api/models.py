@@ -6,9 +6,9 @@ import msgspec
 from litestar import get
 
 from gateway.auth import Caller
+from gateway.config.schema import ModelEntry
 from gateway.resources import Resources
 from gateway.routing.resolver import ModelNotFound
-from gateway.routing.schema import ModelEntry
 
 __all__ = ["HANDLERS", "ModelList", "ModelObject", "created_at", "list_models", "retrieve_model"]
 

@@ -9,9 +9,9 @@ from litestar.params import Parameter
 
 from gateway.api.task_view import task_view
 from gateway.auth import Caller
+from gateway.config.schema import CAPABILITIES
 from gateway.errors import ErrorDetail, ValidationFailed
 from gateway.resources import Resources
-from gateway.routing.schema import CAPABILITIES
 from gateway.store.base import TaskStatus
 
 __all__ = ["HANDLERS"]

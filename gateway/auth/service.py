@@ -6,8 +6,8 @@ import time
 from dataclasses import dataclass
 
 from gateway.auth.keys import hash_api_key
+from gateway.config.loader import GatewayConfig, Tenant
 from gateway.errors import InvalidApiKey
-from gateway.routing.config import GatewayConfig, Tenant
 from gateway.store.base import ApiKeyRecord, Store
 
 __all__ = ["DUPLICATE", "Authenticator", "Caller"]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal
 
 from gateway.billing.money import UNITS_PER_CREDIT, units_from_credits
-from gateway.routing.schema import ModelEntry, image_price
+from gateway.config.schema import ModelEntry, image_price
 
 __all__ = ["ChatPrice", "estimate_prompt_tokens", "media_unit_price", "prompt_token_bound"]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from gateway.billing.pricing import estimate_prompt_tokens, prompt_token_bound
+from gateway.billing.pricing import ChatPrice, estimate_prompt_tokens, prompt_token_bound
 from gateway.errors import InvalidRequest
 from gateway.routing.resolver import Route
 from gateway.schemas.chat import ChatRequest
@@ -21,10 +21,11 @@ class ChatPlan:
     stream: bool
     include_usage: bool
     tokens_reserved: int
+    price: ChatPrice
     hold_units: int
 
 
-def plan_call(request: ChatRequest, route: Route, body_size: int) -> ChatPlan:
+def plan_call(request: ChatRequest, route: Route, price: ChatPrice, body_size: int) -> ChatPlan:
     body: dict[str, Any] = msgspec.to_builtins(request)
     body.pop("model_options", None)
     body["model"] = route.model.upstream_model
@@ -50,5 +51,6 @@ def plan_call(request: ChatRequest, route: Route, body_size: int) -> ChatPlan:
         stream=stream,
         include_usage=include_usage,
         tokens_reserved=estimate_prompt_tokens(body_size) + completion_bound,
-        hold_units=route.price.hold_units(prompt_token_bound(body_size), completion_bound),
+        price=price,
+        hold_units=price.hold_units(prompt_token_bound(body_size), completion_bound),
     )

@@ -23,6 +23,7 @@ import msgspec
 
 from gateway.admission import Gatekeeper
 from gateway.auth import Caller
+from gateway.billing.pricing import ChatPrice
 from gateway.chat.outcomes import ChatCompleted, ChatOutcome, ChatReplayed, ChatStreaming
 from gateway.chat.plan import ChatPlan, plan_call
 from gateway.chat.streaming import StreamJob
@@ -58,6 +59,7 @@ class ChatService:
         self._router = router
         self._gatekeeper = gatekeeper
         self._hold_seconds = hold_seconds
+        self._prices: dict[str, ChatPrice] = {}
 
     async def handle(
         self, caller: Caller, body: bytes, *, request_id: str, idempotency_key: str | None
@@ -72,7 +74,7 @@ class ChatService:
         route = self._router.resolve(request.model, tenant, "chat")
         rate: RateState | None = None
         try:
-            plan = plan_call(request, route, len(body))
+            plan = plan_call(request, route, self._price(route), len(body))
             call = Call(
                 tenant=tenant.name,
                 api_key_id=caller.key_id,
@@ -137,20 +139,23 @@ class ChatService:
         except BaseException:  # cancelled: give back what admission took, stay cancelled
             await self._finisher.release(Release(call=call))
             raise
-        payload = await self._finish_sync(call, route, credits_per_usd, body_size, completion)
+        payload = await self._finish_sync(
+            call, route, plan.price, credits_per_usd, body_size, completion
+        )
         return ChatCompleted(body=payload, model=route.model.id, rate=rate)
 
     async def _finish_sync(
         self,
         call: Call,
         route: Route,
+        price: ChatPrice,
         credits_per_usd: Decimal,
         body_size: int,
         completion: ChatCompletion,
     ) -> bytes:
         body, usage = completion.body, completion.usage
         usage_body = body.get("usage") if isinstance(body.get("usage"), dict) else {}
-        charge = charge_for(route.price, usage, body_size=body_size, usage_body=usage_body)
+        charge = charge_for(price, usage, body_size=body_size, usage_body=usage_body)
         body["id"] = call.call_id
         body["model"] = route.model.id
         body["object"] = "chat.completion"
@@ -181,6 +186,13 @@ class ChatService:
                 reply=reply,
             )
         )
+
+    def _price(self, route: Route) -> ChatPrice:
+        """The model's token prices in credit units, folded once per model."""
+        price = self._prices.get(route.model.id)
+        if price is None:
+            price = self._prices[route.model.id] = ChatPrice.of(route.model)
+        return price
 
     def _note_failure(self, route: Route, exc: Exception) -> None:
         if isinstance(exc, (UpstreamUnavailable, UpstreamTimeout)):

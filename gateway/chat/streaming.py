@@ -147,7 +147,7 @@ class StreamJob:
 
     def _charge(self) -> Charge:
         return charge_for(
-            self._route.price,
+            self._plan.price,
             self._upstream.usage,
             body_size=self._body_size,
             produced_chunks=self._content_chunks,

@@ -1,4 +1,4 @@
-"""Model names in requests -> the model entry, its provider and its price.
+"""Model names in requests -> the model entry and its provider (prices are billing's).
 
 `auto` walks the capability's chain in the routing file and takes the first model the tenant
 may use whose provider is up. Health here is what the gateway has seen: a provider that just
@@ -13,10 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.billing.pricing import ChatPrice
+from gateway.config.loader import GatewayConfig, Tenant
+from gateway.config.schema import ModelEntry
 from gateway.errors import InvalidRequest, ModelUnavailable, NotFound
-from gateway.routing.config import GatewayConfig, Tenant
-from gateway.routing.schema import ModelEntry
 from providers.base import ChatProvider
 
 __all__ = ["COOL_DOWN_SECONDS", "ModelNotFound", "Route", "Router"]
@@ -32,12 +31,10 @@ class ModelNotFound(NotFound):
 @dataclass(frozen=True, slots=True)
 class Route:
     """A model and its provider. `provider` implements the protocol of every capability the
-    model serves (`providers.base`); `price` is the chat price (zero for media models, whose
-    prices are per image or per task: `gateway.billing.pricing.media_price_units`)."""
+    model serves (`providers.base`)."""
 
     model: ModelEntry
     provider: Any
-    price: ChatPrice
 
     @property
     def chat(self) -> ChatProvider:
@@ -56,9 +53,7 @@ class Router:
         self._config = config
         self._clock = clock
         self._routes = {
-            model.id: Route(
-                model=model, provider=providers[model.provider], price=ChatPrice.of(model)
-            )
+            model.id: Route(model=model, provider=providers[model.provider])
             for model in config.models.values()
             if model.provider in providers
         }

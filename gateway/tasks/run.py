@@ -14,8 +14,8 @@ import signal
 import sys
 from typing import Any
 
+from gateway.config.loader import GatewayConfig
 from gateway.resources import open_artifacts, open_worker
-from gateway.routing.config import GatewayConfig
 from gateway.routing.resolver import Router
 from gateway.settings import Settings
 from gateway.store import store_from_url

@@ -5,8 +5,8 @@ Every problem is one `{field, message}` detail of one 422 `validation_error`.
 
 from __future__ import annotations
 
+from gateway.config.schema import ModelEntry
 from gateway.errors import ErrorDetail
-from gateway.routing.schema import ModelEntry
 from gateway.schemas.media import (
     ImageGenerationRequest,
     ImageToImageRequest,

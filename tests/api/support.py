@@ -14,8 +14,8 @@ from litestar.testing import AsyncTestClient
 
 from gateway.app import create_app
 from gateway.bootstrap import bootstrap_embedded
+from gateway.config.loader import GatewayConfig, load_config
 from gateway.keys import issue_key
-from gateway.routing.config import GatewayConfig, load_config
 from gateway.settings import Settings
 from gateway.store import store_from_url
 

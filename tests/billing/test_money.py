@@ -6,7 +6,7 @@ import pytest
 
 from gateway.billing.money import format_credits, format_usd, parse_credits, units_from_credits
 from gateway.billing.pricing import ChatPrice
-from gateway.routing.schema import ModelEntry, Pricing
+from gateway.config.schema import ModelEntry, Pricing
 
 
 def test_units_round_trip_at_four_decimals() -> None:

@@ -11,8 +11,8 @@ from typing import Any
 from gateway.admission import Gatekeeper
 from gateway.auth import Caller
 from gateway.chat.service import ChatService
+from gateway.config.loader import GatewayConfig, load_config
 from gateway.finisher import CallFinisher
-from gateway.routing.config import GatewayConfig, load_config
 from gateway.routing.resolver import Router
 from gateway.store.sqlite import SqliteStore
 from providers.registry import spec_for

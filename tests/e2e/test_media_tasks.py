@@ -741,6 +741,33 @@ def test_progress_is_reported_while_a_task_runs(api: httpx.Client) -> None:
     assert len(set(percents)) >= 3, percents
 
 
+def test_progress_never_goes_backwards_while_references_are_read(api: httpx.Client) -> None:
+    """Reading 16 big references keeps the task in its first stage long enough to be seen."""
+    reference = {"type": "data_uri", "data_uri": data_uri(png_bytes(2000, 2000, (5, 5, 5)))}
+    created = post_task(
+        api,
+        IMAGE_TO_IMAGE,
+        {
+            "model": "auto",
+            "prompt": "p [[sim:task_ms=1500]]",
+            "image": reference,
+            "extra_images": [reference] * 15,
+        },
+    )
+    seen: list[tuple[str, float]] = []
+
+    def look() -> dict[str, Any]:
+        task: dict[str, Any] = api.get(f"/v1/tasks/{created['task_id']}").json()
+        seen.append((task["progress"]["stage"], task["progress"]["percent"]))
+        return task
+
+    task = wait_until(look, lambda task: task["status"] in TERMINAL, what="the end")
+    assert task["status"] == "succeeded", task
+    changes = [s for i, s in enumerate(seen) if i == 0 or s != seen[i - 1]]
+    percents = [percent for _, percent in seen]
+    assert percents == sorted(percents), f"progress went backwards: {changes[:6]}"
+
+
 def test_concurrent_creates_never_overdraw(media_gateway: GatewayProcess) -> None:
     media_gateway.grant("racer", "120")
     with _client(media_gateway, media_gateway.new_key("racer")) as racer:

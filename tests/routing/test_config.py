@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.routing.config import ConfigError, load_config
+from gateway.config.loader import ConfigError, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.routing.config import GatewayConfig, load_config
+from gateway.config.loader import GatewayConfig, load_config
 from gateway.routing.resolver import COOL_DOWN_SECONDS, ModelNotFound, Router
 from tests.support.clock import Clock
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from gateway.routing.schema import (
+from gateway.config.schema import (
     IMAGE_QUALITIES,
     ConfigFile,
     ModelEntry,
