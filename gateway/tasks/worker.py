@@ -328,9 +328,12 @@ class _Control:
     def __init__(self, worker: Worker, task_id: str) -> None:
         self._worker = worker
         self._task_id = task_id
+        self._percent = 0.0
 
     async def checkpoint(self, percent: float, stage: str, message: str = "") -> None:
-        progress = TaskProgress(percent=round(percent, 1), stage=stage, message=message)
+        # Progress never goes back: the worker's own steps come before the provider's count.
+        self._percent = max(self._percent, min(round(percent, 1), 99.0))
+        progress = TaskProgress(percent=self._percent, stage=stage, message=message)
         record = await self._worker._touch(self._task_id, progress=progress)
         if record is not None and record.cancel_requested_at is not None:
             raise TaskCanceled("canceled by the caller")

@@ -267,6 +267,7 @@ def test_signed_urls_and_artifact_endpoints(api: httpx.Client, root: str) -> Non
     parts = urlsplit(image["url"])
     query = {k: v[0] for k, v in parse_qs(parts.query).items()}
     assert set(query) >= {"expires", "signature"}
+    assert 60 < int(query["expires"]) - time.time() <= 24 * 3600
     signature = query["signature"]
     altered = signature[:-1] + ("A" if signature[-1] != "A" else "B")
     bad = fetch_unsigned(root, f"{parts.path}?{urlencode({**query, 'signature': altered})}")
@@ -370,7 +371,34 @@ def test_image_to_image_with_a_missing_artifact_is_rejected(api: httpx.Client) -
             "image": {"type": "artifact", "artifact_id": "art_doesnotexist000000000000"},
         },
     )
-    assert response.status_code in (404, 422), response.text
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["details"][0]["field"] == "image.artifact_id"
+    # An artifact of the wrong kind is refused the same way, for images and for audio.
+    wav = api.post("/v1/uploads", files={"file": ("a.wav", wav_bytes(0.3), "audio/wav")})
+    png = api.post(
+        "/v1/uploads", files={"file": ("a.png", png_bytes(4, 4, (0, 0, 0)), "image/png")}
+    )
+    wav_as_image = api.post(
+        IMAGE_TO_IMAGE,
+        json={
+            "model": "auto",
+            "prompt": "x",
+            "extra_images": [{"type": "artifact", "artifact_id": wav.json()["artifact_id"]}],
+            "image": {"type": "artifact", "artifact_id": png.json()["artifact_id"]},
+        },
+    )
+    assert wav_as_image.status_code == 422, wav_as_image.text
+    assert wav_as_image.json()["error"]["details"][0]["field"] == "extra_images[0].artifact_id"
+    png_as_audio = api.post(
+        REFERENCE_MUSIC,
+        json={
+            "model": "auto",
+            "prompt": "x",
+            "reference_audio": {"type": "artifact", "artifact_id": png.json()["artifact_id"]},
+        },
+    )
+    assert png_as_audio.status_code == 422, png_as_audio.text
+    assert png_as_audio.json()["error"]["details"][0]["field"] == "reference_audio.artifact_id"
     assert wallet_balance(api) == before
 
 
@@ -829,6 +857,8 @@ def test_cancel_a_running_stalled_task(api: httpx.Client) -> None:
     running = wait_for_task(api, task_id, statuses=frozenset({"running"}), timeout=10)
     assert running["started_at"] is not None
     assert running["cancel_requested_at"] is None
+    listed = api.get("/v1/tasks", params={"status": "running", "limit": "100"}).json()["data"]
+    assert task_id in {t["task_id"] for t in listed}
     response = api.post(f"/v1/tasks/{task_id}/cancel")
     assert response.status_code == 200, response.text
     requested = response.json()
@@ -1484,7 +1514,18 @@ def test_other_tenants_tasks_and_artifacts_do_not_exist(
             "image": {"type": "artifact", "artifact_id": image["artifact_id"]},
         },
     )
-    assert stolen.status_code in (404, 422), stolen.text
+    assert stolen.status_code == 422, stolen.text
+    missing = other_api.post(
+        IMAGE_TO_IMAGE,
+        json={
+            "model": "auto",
+            "prompt": "p",
+            "image": {"type": "artifact", "artifact_id": "art_" + "0" * 32},
+        },
+    )
+    # Indistinguishable from an artifact that does not exist.
+    assert stolen.json()["error"]["details"] == missing.json()["error"]["details"]
+    assert stolen.json()["error"]["details"][0]["field"] == "image.artifact_id"
     stolen_audio = other_api.post(
         REFERENCE_MUSIC,
         json={
@@ -1493,7 +1534,8 @@ def test_other_tenants_tasks_and_artifacts_do_not_exist(
             "reference_audio": {"type": "artifact", "artifact_id": upload.json()["artifact_id"]},
         },
     )
-    assert stolen_audio.status_code in (404, 422), stolen_audio.text
+    assert stolen_audio.status_code == 422, stolen_audio.text
+    assert stolen_audio.json()["error"]["details"][0]["field"] == "reference_audio.artifact_id"
     assert wallet_balance(other_api) == other_before
     # And the owner's task was not touched by the cancel attempt.
     assert api.get(f"/v1/tasks/{task['task_id']}").json()["cancel_requested_at"] is None
