@@ -12,6 +12,7 @@ from litestar.di import Provide
 from gateway.api import route_handlers
 from gateway.api.dependencies import provide_caller, provide_resources
 from gateway.api.envelope import handle_exception
+from gateway.config.live import ConfigWatcher
 from gateway.config.loader import GatewayConfig, load_config
 from gateway.logging import configure_logging
 from gateway.middleware import RequestContextMiddleware
@@ -29,13 +30,23 @@ def create_app(settings: Settings | None = None, config: GatewayConfig | None = 
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        async with open_resources(settings, config) as resources:
-            app.state.resources = resources
+        async with open_resources(settings, config) as runtime:
+            app.state.resources = runtime.current
+
+            async def apply(new: GatewayConfig) -> None:
+                # Requests read app.state.resources when they start: they finish on theirs.
+                app.state.resources = await runtime.configure(new)
+
+            watcher = ConfigWatcher(config, apply, poll_seconds=settings.config_poll_seconds)
+            watcher.start()
             # Everything built so far lives as long as the process. Freezing it keeps the
             # full collections from rescanning it: measured, they stalled the loop ~60 ms.
             gc.collect()
             gc.freeze()
-            yield
+            try:
+                yield
+            finally:
+                await watcher.close()
 
     app = Litestar(
         route_handlers=route_handlers(),

@@ -81,8 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         models, tenants = len(config.models), len(config.tenants)
         print(
             f"{config.path}: ok ({len(config.providers)} providers, {models} models, "
-            f"{tenants} tenants)"
+            f"{tenants} tenants), version {config.version}"
         )
+        for line in auto_dry_run(config):
+            print(line)
         return 0
     if args.command == "serve":
         from gateway.serve import serve
@@ -107,6 +109,27 @@ def main(argv: list[str] | None = None) -> int:
         (args.command, args.action)
     ]
     return asyncio.run(_with_store(settings, config, action, args))
+
+
+def auto_dry_run(config: GatewayConfig) -> list[str]:
+    """What `model: auto` picks, per tenant and capability, with every upstream healthy."""
+    from gateway.errors import GatewayError
+    from gateway.routing.resolver import Router
+
+    router = Router(config, dict.fromkeys(config.providers))
+    lines = []
+    capabilities = list(config.file.routing.auto)
+    for name, tenant in sorted(config.tenants.items()):
+        picks = []
+        for capability in capabilities:
+            try:
+                picks.append(
+                    f"{capability} -> {router.resolve('auto', tenant, capability).model.id}"
+                )
+            except GatewayError:
+                picks.append(f"{capability} -> (none: no model of the chain is allowed)")
+        lines.append(f"auto for tenant {name}: " + "; ".join(picks))
+    return lines
 
 
 async def _with_store(

@@ -31,7 +31,7 @@ from gateway.tasks.service import TaskService
 from gateway.tasks.worker import Worker
 from providers.registry import spec_for
 
-__all__ = ["Resources", "open_artifacts", "open_resources", "open_worker"]
+__all__ = ["Resources", "Runtime", "open_artifacts", "open_resources", "open_worker"]
 
 _log = get_logger("gateway.resources")
 
@@ -54,50 +54,129 @@ class Resources:
     worker: Worker
 
 
-@asynccontextmanager
-async def open_resources(settings: Settings, config: GatewayConfig) -> AsyncIterator[Resources]:
-    store = store_from_url(settings.resolved_store_url, serving=True)
-    await store.open()
-    providers: dict[str, Any] = {}
-    finisher = CallFinisher(store)
-    worker: Worker | None = None
-    sweeper: asyncio.Task[None] | None = None
-    try:
-        for name, entry in config.providers.items():
-            providers[name] = spec_for(entry.kind).create(name, entry.options)
+class Runtime:
+    """What lives as long as the process (the store, the finisher, the worker, the sweeper) and
+    builds a `Resources` for each version of the routing file (`configure`).
+
+    A reload builds new providers, router and services around the same store; requests that
+    started on the previous `Resources` finish on it, and its providers are closed
+    `retire_seconds` later (or at shutdown), so no in-flight call loses its connection.
+    """
+
+    def __init__(self, settings: Settings, *, retire_seconds: float = 600.0) -> None:
+        self.settings = settings
+        self.store = store_from_url(settings.resolved_store_url, serving=True)
+        self.finisher = CallFinisher(self.store)
+        self.gatekeeper = Gatekeeper(self.store)
+        self.health = StoreHealth(self.store)
+        self._retire_seconds = retire_seconds
+        self._generations: list[dict[str, Any]] = []
+        self._worker: Worker | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+        self._retiring: set[asyncio.Task[None]] = set()
+        self.current: Resources | None = None
+
+    async def open(self) -> None:
+        await self.store.open()
+        self.finisher.start()
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
+
+    async def configure(self, config: GatewayConfig) -> Resources:
+        """Resources for `config`; the previous generation's providers retire later."""
+        settings, store = self.settings, self.store
+        providers: dict[str, Any] = {}
+        try:
+            for name, entry in config.providers.items():
+                providers[name] = spec_for(entry.kind).create(name, entry.options)
+        except BaseException:
+            await _close_providers(providers)
+            raise
         router = Router(config, providers)
-        gatekeeper = Gatekeeper(store)
         artifacts = open_artifacts(settings, config, store)
-        worker = open_worker(settings, config, store, router, artifacts)
-        finisher.start()
-        worker.start()
-        sweeper = asyncio.get_running_loop().create_task(sweep_artifacts(artifacts))
-        yield Resources(
+        if self._worker is None:
+            self._worker = open_worker(settings, config, store, router, artifacts)
+            self._worker.start()
+        else:
+            self._worker.use(router, artifacts, config.file.gateway)
+        previous = self._generations[-1] if self._generations else None
+        self._generations.append(providers)
+        if previous is not None:
+            task = asyncio.get_running_loop().create_task(self._retire(previous))
+            self._retiring.add(task)
+            task.add_done_callback(self._retiring.discard)
+        self.current = Resources(
             settings=settings,
             config=config,
             store=store,
             providers=providers,
             router=router,
             auth=Authenticator(store, config, settings.resolved_key_cache_seconds),
-            gatekeeper=gatekeeper,
-            finisher=finisher,
-            health=StoreHealth(store),
+            gatekeeper=self.gatekeeper,
+            finisher=self.finisher,
+            health=self.health,
             chat=ChatService(
-                finisher, router, gatekeeper, hold_seconds=config.file.gateway.hold_seconds
+                self.finisher,
+                router,
+                self.gatekeeper,
+                hold_seconds=config.file.gateway.hold_seconds,
             ),
             artifacts=artifacts,
             tasks=TaskService(store, router, artifacts),
-            worker=worker,
+            worker=self._worker,
         )
+        return self.current
+
+    async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for task in list(self._retiring):
+            task.cancel()
+        if self._worker is not None:
+            await self._worker.close()
+        await self.finisher.close()
+        for providers in self._generations:
+            await _close_providers(providers)
+        self._generations.clear()
+        await self.store.close()
+
+    async def _retire(self, providers: dict[str, Any]) -> None:
+        await asyncio.sleep(self._retire_seconds)
+        if providers in self._generations:
+            self._generations.remove(providers)
+            await _close_providers(providers)
+
+    async def _sweep(self, every: float = 60.0) -> None:
+        """Retention: expired artifacts are removed once a minute."""
+        while True:
+            await asyncio.sleep(every)
+            if self.current is None:
+                continue
+            try:
+                await self.current.artifacts.sweep()
+            except Exception as exc:  # the store may be away; the next round catches up
+                _log.warning("artifact_sweep_failed", error=repr(exc))
+
+
+@asynccontextmanager
+async def open_resources(settings: Settings, config: GatewayConfig) -> AsyncIterator[Runtime]:
+    """The runtime, open and configured with `config` (`runtime.current`), closed after."""
+    runtime = Runtime(settings)
+    try:
+        await runtime.open()
+        await runtime.configure(config)
+        yield runtime
     finally:
-        if sweeper is not None:
-            sweeper.cancel()
-        if worker is not None:
-            await worker.close()
-        await finisher.close()
-        for provider in providers.values():
+        await runtime.close()
+
+
+async def _close_providers(providers: dict[str, Any]) -> None:
+    for provider in providers.values():
+        try:
             await provider.close()
-        await store.close()
+        except Exception as exc:
+            _log.warning(
+                "provider_close_failed", provider=getattr(provider, "name", "?"), error=repr(exc)
+            )
 
 
 def open_artifacts(settings: Settings, config: GatewayConfig, store: Store) -> ArtifactService:
@@ -133,16 +212,6 @@ def open_worker(
         lease_seconds=section.task_lease_seconds,
         max_attempts=section.task_max_attempts,
     )
-
-
-async def sweep_artifacts(artifacts: ArtifactService, every: float = 60.0) -> None:
-    """Retention: expired artifacts are removed once a minute."""
-    while True:
-        await asyncio.sleep(every)
-        try:
-            await artifacts.sweep()
-        except Exception as exc:  # the store may be away; the next round catches up
-            _log.warning("artifact_sweep_failed", error=repr(exc))
 
 
 def signing_secret(settings: Settings) -> bytes:

@@ -30,6 +30,8 @@ class Settings:
     """Where artifact bytes live; None: `data_dir/artifacts`."""
     signing_secret: str = ""
     """Signs artifact content URLs; empty: a random key kept in `data_dir/signing.key`."""
+    config_poll_seconds: float = 1.0
+    """How often the routing file is checked for changes (0: only on SIGHUP)."""
     public_url: str = ""
     """Prefix of the content URLs in task outputs (e.g. https://gw.example.com); empty:
     relative URLs (/v1/artifacts/...)."""
@@ -52,6 +54,7 @@ class Settings:
             else None,
             signing_secret=env.get("GATEWAY_SIGNING_SECRET", ""),
             public_url=env.get("GATEWAY_PUBLIC_URL", ""),
+            config_poll_seconds=float(env.get("GATEWAY_CONFIG_POLL_SECONDS", "1")),
         )
 
     @property

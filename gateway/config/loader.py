@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
 import re
 import tomllib
@@ -57,6 +59,8 @@ class GatewayConfig:
     providers: dict[str, ProviderConfig]
     models: dict[str, ModelEntry]
     tenants: dict[str, Tenant]
+    version: str = ""
+    """The file's checksum (12 hex digits of its SHA-256): which routing file is in force."""
 
 
 def load_config(path: str | os.PathLike[str]) -> GatewayConfig:
@@ -69,7 +73,9 @@ def load_config(path: str | os.PathLike[str]) -> GatewayConfig:
         raw = tomllib.loads(text, parse_float=Decimal)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{where}: not valid TOML: {exc}") from exc
-    return _build(where, raw)
+    config = _build(where, raw)
+    version = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+    return dataclasses.replace(config, version=version)
 
 
 def _fail(where: Path, field: str, problem: str) -> ConfigError:
@@ -142,6 +148,12 @@ def _providers(where: Path, file: ConfigFile) -> dict[str, ProviderConfig]:
         except KeyError as exc:
             raise _fail(where, f"{field}.kind", str(exc.args[0])) from exc
         parsed = _convert(where, options, spec.options_type, field)
+        resolve = getattr(parsed, "resolve_api_key", None)
+        if resolve is not None:  # a key named by api_key_env must be there before anything runs
+            try:
+                resolve(os.environ)
+            except ValueError as exc:
+                raise _fail(where, f"{field}.{exc}", "set it, or give api_key") from exc
         result[name] = ProviderConfig(name=name, kind=kind, options=parsed)
     return result
 

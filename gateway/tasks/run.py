@@ -2,8 +2,9 @@
 `gateway serve` (GATEWAY_WORKERS=0 there leaves all tasks to these).
 
 It opens the same store, providers and artifact storage as `serve`, runs `concurrency` tasks
-at a time and stops on SIGTERM or SIGINT: tasks under way stop with it and are taken again by
-a worker once their lease runs out.
+at a time, reloads the routing file like `serve` does (SIGHUP, or a change on disk), and stops
+on SIGTERM or SIGINT: tasks under way stop with it and are taken again by a worker once their
+lease runs out.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import signal
 import sys
 from typing import Any
 
+from gateway.config.live import ConfigWatcher
 from gateway.config.loader import GatewayConfig
 from gateway.resources import open_artifacts, open_worker
 from gateway.routing.resolver import Router
@@ -33,13 +35,18 @@ def run_worker(settings: Settings, config: GatewayConfig) -> int:
 async def _run(settings: Settings, config: GatewayConfig) -> None:
     store = store_from_url(settings.resolved_store_url)
     await store.open()
-    providers: dict[str, Any] = {}
+    generations: list[dict[str, Any]] = []
     try:
-        for name, entry in config.providers.items():
-            providers[name] = spec_for(entry.kind).create(name, entry.options)
-        router = Router(config, providers)
+        router = Router(config, _providers(config, generations))
         artifacts = open_artifacts(settings, config, store)
         worker = open_worker(settings, config, store, router, artifacts)
+
+        async def apply(new: GatewayConfig) -> None:
+            # Tasks under way finish with the providers they started with (closed at exit).
+            router = Router(new, _providers(new, generations))
+            worker.use(router, open_artifacts(settings, new, store), new.file.gateway)
+
+        watcher = ConfigWatcher(config, apply, poll_seconds=settings.config_poll_seconds)
         print(
             f"Worker {worker.worker_id}: {settings.workers} at a time, "
             f"store {settings.resolved_store_url}",
@@ -50,10 +57,22 @@ async def _run(settings: Settings, config: GatewayConfig) -> None:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
         worker.start()
+        watcher.start()
         await stop.wait()
+        await watcher.close()
         await worker.close()
     finally:
-        for provider in providers.values():
-            with contextlib.suppress(Exception):
-                await provider.close()
+        for providers in generations:
+            for provider in providers.values():
+                with contextlib.suppress(Exception):
+                    await provider.close()
         await store.close()
+
+
+def _providers(config: GatewayConfig, generations: list[dict[str, Any]]) -> dict[str, Any]:
+    providers = {
+        name: spec_for(entry.kind).create(name, entry.options)
+        for name, entry in config.providers.items()
+    }
+    generations.append(providers)
+    return providers

@@ -19,6 +19,7 @@ import contextlib
 from typing import Any
 
 from gateway.artifacts.service import ArtifactService
+from gateway.config.schema import GatewaySection
 from gateway.error_mapping import as_gateway_error
 from gateway.errors import GatewayError, StoreUnavailable
 from gateway.logging import get_logger
@@ -57,6 +58,11 @@ class Worker:
         self._max_attempts = max_attempts
         self._loop_task: asyncio.Task[None] | None = None
         self._running: set[asyncio.Task[None]] = set()
+
+    def use(self, router: Router, artifacts: ArtifactService, section: GatewaySection) -> None:
+        """A reloaded routing file: tasks claimed from now on run with these."""
+        self._router, self._artifacts = router, artifacts
+        self._lease, self._max_attempts = section.task_lease_seconds, section.task_max_attempts
 
     def start(self) -> None:
         if self._loop_task is None and self._concurrency > 0:

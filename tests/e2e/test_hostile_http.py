@@ -253,4 +253,4 @@ def test_json_with_a_charset_is_fine(gateway: GatewayProcess) -> None:
 
 
 def test_the_gateway_still_serves_after_all_that(gateway: GatewayProcess, tmp_path: Path) -> None:
-    assert httpx.get(f"{gateway.base_url}/health").json() == {"status": "ok"}
+    assert httpx.get(f"{gateway.base_url}/health").json()["status"] == "ok"
