@@ -1,21 +1,31 @@
 # One gateway process (uvicorn + uvloop + httptools). Run several behind a load balancer with
-# GATEWAY_STORE_URL=redis://... so that wallets, idempotency and limits are shared.
-FROM python:3.11-slim
+# GATEWAY_STORE_URL=redis://... so that wallets, idempotency and limits are shared
+# (docs/deploy.md). Configuration comes from the environment and a routing file: mount your
+# own over /app/config/gateway.toml (or set GATEWAY_CONFIG). No secret is baked in: provider
+# keys come from the environment variables the routing file names (api_key_env).
 
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
-    GATEWAY_HOST=0.0.0.0 GATEWAY_PORT=8080 \
-    GATEWAY_CONFIG=/app/config/gateway.toml GATEWAY_DATA_DIR=/data
-
-WORKDIR /app
+FROM python:3.11-slim AS build
+WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY gateway ./gateway
 COPY providers ./providers
-COPY config ./config
-RUN pip install --no-cache-dir . && useradd --system --uid 10001 gateway \
-    && mkdir -p /data && chown gateway /data
+RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
-USER gateway
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
+    GATEWAY_HOST=0.0.0.0 GATEWAY_PORT=8080 \
+    GATEWAY_CONFIG=/app/config/gateway.toml GATEWAY_DATA_DIR=/data
+WORKDIR /app
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir --no-index --find-links=/wheels /wheels/generation_gateway-*.whl \
+    && rm -rf /wheels \
+    && useradd --system --uid 10001 --no-create-home gateway \
+    && mkdir -p /data \
+    && chown 10001 /data
+COPY config ./config
+USER 10001
 VOLUME ["/data"]
 EXPOSE 8080
-HEALTHCHECK --interval=10s --timeout=2s CMD python -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8080/v1/health').status == 200 else 1)"
+HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
+    CMD ["python", "-c", "import os,sys,urllib.request as u; sys.exit(0 if u.urlopen('http://127.0.0.1:%s/v1/health' % os.environ.get('GATEWAY_PORT', '8080'), timeout=2).status == 200 else 1)"]
 CMD ["gateway", "serve"]
