@@ -31,11 +31,22 @@ _ALL = CAPABILITIES
 
 
 def _specs() -> dict[str, ProviderSpec]:
-    from providers import openai, simulator
+    from providers import anthropic, gemini, openai, replicate, simulator
 
     return {
         "simulator": ProviderSpec(simulator.Options, simulator.create, _ALL),
-        "openai": ProviderSpec(openai.Options, openai.create, frozenset({"chat"})),
+        "anthropic": ProviderSpec(anthropic.Options, anthropic.create, frozenset({"chat"})),
+        "gemini": ProviderSpec(gemini.Options, gemini.create, frozenset({"chat"})),
+        "openai": ProviderSpec(
+            openai.Options,
+            openai.create,
+            frozenset({"chat", "text_to_image", "image_to_image"}),
+        ),
+        "replicate": ProviderSpec(
+            replicate.Options,
+            replicate.create,
+            frozenset({"text_to_music", "reference_audio_to_music"}),
+        ),
     }
 
 

@@ -1,4 +1,5 @@
-"""Adapter for OpenAI-compatible chat upstreams (OpenAI, vLLM, Ollama, most proxies).
+"""Adapter for OpenAI-compatible upstreams (OpenAI, vLLM, Ollama, most proxies): chat, and
+image generation through the Images API (`images.py`) on the same provider object.
 
 The folder shape every HTTP adapter copies: `options.py` (the config table, extending
 `providers.options.HttpOptions`), `client.py` (the provider and its pooled session from

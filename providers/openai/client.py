@@ -1,4 +1,5 @@
-"""The OpenAI-compatible chat provider: one pooled aiohttp session per upstream.
+"""The OpenAI-compatible provider: chat, and the Images API (`providers.openai.images`), on one
+pooled aiohttp session per upstream.
 
 Everything that does not change per request (URL, headers, timeouts, encoder) is built once in
 `create()`, so a call costs one msgspec encode, one pooled POST and one decode. The session,
@@ -14,10 +15,11 @@ from typing import Any, NoReturn
 import aiohttp
 import msgspec
 
-from providers.base import ChatCompletion
+from providers.base import ChatCompletion, ImageRequest, ImageResult, TaskControl
 from providers.errors import ProviderError
 from providers.http import TRANSPORT_ERRORS, new_session, stream_timeout, transport_error
 from providers.openai.errors import error_event
+from providers.openai.images import OpenAIImages
 from providers.openai.options import Options
 from providers.openai.stream import OpenAIChatStream, open_stream
 from providers.openai.translate import completion_from_bytes
@@ -38,13 +40,15 @@ def create(name: str, options: Options) -> OpenAIProvider:
 
 
 class OpenAIProvider:
-    """Implements `providers.base.ChatProvider` against `<base_url>/chat/completions`."""
+    """`ChatProvider` against `<base_url>/chat/completions`, `ImageProvider` against
+    `<base_url>/images/generations` and `/images/edits`."""
 
     def __init__(self, name: str, options: Options, session: aiohttp.ClientSession) -> None:
         self.name = name
         self._session = session
         self._url = options.url("/chat/completions")
         self._stream_timeout = stream_timeout(options)
+        self._images = OpenAIImages(options, session)
 
     async def complete(self, body: dict[str, Any]) -> ChatCompletion:
         try:
@@ -66,6 +70,9 @@ class OpenAIProvider:
         if not 200 <= response.status < 300 or response.content_type == "application/json":
             await _raise_not_a_stream(response)
         return await open_stream(response)
+
+    async def generate_images(self, request: ImageRequest, control: TaskControl) -> ImageResult:
+        return await self._images.generate(request, control)
 
     async def close(self) -> None:
         await self._session.close()

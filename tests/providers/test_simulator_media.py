@@ -140,12 +140,13 @@ def test_registry_lists_capabilities_per_kind() -> None:
         "reference_audio_to_music",
     ):
         assert serves("simulator", capability)
-    assert serves("openai", "chat")
-    assert not serves("openai", "text_to_image")
-    assert spec_for("openai").capabilities == frozenset({"chat"})
+    assert serves("openai", "chat") and serves("openai", "image_to_image")
+    assert not serves("openai", "text_to_music")
+    assert spec_for("anthropic").capabilities == frozenset({"chat"})
+    assert not serves("replicate", "chat") and serves("replicate", "text_to_music")
     with pytest.raises(ValueError, match="txt_to_image"):
         serves("openai", "txt_to_image")
-    with pytest.raises(KeyError, match="known: openai, simulator"):
+    with pytest.raises(KeyError, match="known: anthropic, gemini, openai, replicate, simulator"):
         serves("nope", "chat")
 
 

@@ -1,0 +1,40 @@
+"""Anthropic's own error objects, `{"type": "error", "error": {"type": ..., "message": ...}}`,
+when they arrive inside a 2xx answer or as a stream's `error` event. HTTP statuses go through
+`providers.status` and transport exceptions through `providers.http`, as in every adapter.
+
+The error's `type` picks the class by the HTTP status Anthropic documents for it, so an
+`overloaded_error` event is `UpstreamUnavailable` (the gateway may fall back) exactly as a 529
+answer is.
+"""
+
+from __future__ import annotations
+
+from providers.anthropic.wire import ErrorObject
+from providers.errors import ProviderError, UpstreamRejectedRequest, UpstreamUnavailable
+
+__all__ = ["error_event"]
+
+# type -> (class, the HTTP status Anthropic answers that type with)
+_ERRORS: dict[str, tuple[type[ProviderError], int]] = {
+    "invalid_request_error": (UpstreamRejectedRequest, 400),
+    "not_found_error": (UpstreamRejectedRequest, 404),
+    "request_too_large": (UpstreamRejectedRequest, 413),
+    "authentication_error": (ProviderError, 401),
+    "billing_error": (ProviderError, 402),
+    "permission_error": (ProviderError, 403),
+    "rate_limit_error": (UpstreamUnavailable, 429),
+    "api_error": (ProviderError, 500),
+    "timeout_error": (ProviderError, 504),
+    "overloaded_error": (UpstreamUnavailable, 529),
+}
+
+
+def error_event(error: ErrorObject | None) -> ProviderError:
+    """The provider error for an error object sent with a 2xx status (unknown type: 500)."""
+    if error is None:
+        error = ErrorObject()
+    cls, status = _ERRORS.get(error.type, (ProviderError, 500))
+    message = error.message[:500] or "no message"
+    if cls is not UpstreamRejectedRequest:  # a rejection's message is shown to the caller as is
+        message = f"upstream reported {error.type or 'an error'}: {message}"
+    return cls(message, upstream_status=status)

@@ -1,0 +1,28 @@
+"""The `[providers.<name>]` table of an Anthropic Messages API upstream.
+
+The shared HTTP fields come from `providers.options.HttpOptions`; `base_url` gets Anthropic's
+own default, and the two Messages-API settings are added. Unknown fields stay an error.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+from providers.options import HttpOptions
+
+__all__ = ["Options"]
+
+
+class Options(HttpOptions, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """Config of one Anthropic upstream; the key goes out as `x-api-key`.
+
+    `anthropic_version` is sent as the `anthropic-version` header on every request.
+    `default_max_tokens` is the `max_tokens` sent when a request carries no
+    `max_completion_tokens` (Anthropic requires one; the gateway normally sets it).
+    """
+
+    base_url: Annotated[str, msgspec.Meta(pattern=r"^https?://")] = "https://api.anthropic.com/v1"
+    anthropic_version: Annotated[str, msgspec.Meta(min_length=1)] = "2023-06-01"
+    default_max_tokens: Annotated[int, msgspec.Meta(ge=1)] = 4096

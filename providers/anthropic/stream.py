@@ -1,0 +1,133 @@
+"""One streamed call: Anthropic SSE events from an open aiohttp response -> chunk dicts.
+
+Each read is translated whole into a queue of chunks, so `ready()` is exact (a read that held
+only `ping` or `content_block_stop` queues nothing). A failure met while translating (an error
+event, a malformed one) is kept and raised after the chunks queued before it. The first chunk
+is read before `open_stream` returns, so whatever fails before it raises from `stream()`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import aiohttp
+
+from providers.anthropic.translate import StreamTranslator
+from providers.base import Usage
+from providers.errors import ProviderError
+from providers.http import TRANSPORT_ERRORS, transport_error
+from providers.sse import SSEDecoder
+
+__all__ = ["AnthropicChatStream", "open_stream"]
+
+
+async def open_stream(response: aiohttp.ClientResponse) -> AnthropicChatStream:
+    """Wrap a 2xx event-stream response; raises (and closes it) if no first chunk comes."""
+    stream = AnthropicChatStream(response)
+    try:
+        await stream._fill()
+    except BaseException:
+        response.close()
+        raise
+    if not stream._chunks:
+        response.close()
+        failure = stream._failure
+        if failure is not None:
+            raise failure
+        raise ProviderError("the upstream stream ended without a single chunk")
+    return stream
+
+
+class AnthropicChatStream:
+    """Implements `providers.base.ChatStream`; always `aclose()` it (safe twice).
+
+    The stream ends at `message_stop`, or at EOF after a stop_reason; EOF before one raises.
+    Ending normally hands the connection back to the pool; `aclose()` before the end, or any
+    error, closes the connection so the upstream sees the disconnect and stops.
+    """
+
+    __slots__ = ("_chunks", "_decoder", "_ended", "_failure", "_response", "_translator", "usage")
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self.usage: Usage | None = None
+        self._response: aiohttp.ClientResponse | None = response
+        self._decoder = SSEDecoder()
+        self._translator = StreamTranslator()
+        self._chunks: deque[dict[str, Any]] = deque()
+        self._failure: ProviderError | None = None
+        self._ended = False
+
+    def __aiter__(self) -> AnthropicChatStream:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
+        chunks = self._chunks
+        if not chunks and self._failure is None and not self._ended:
+            try:
+                await self._fill()
+            except ProviderError:
+                self._abort()
+                raise
+        if chunks:
+            return chunks.popleft()
+        failure = self._failure
+        if failure is not None:
+            self._failure = None
+            self._abort()
+            raise failure
+        raise StopAsyncIteration
+
+    def ready(self) -> bool:
+        return bool(self._chunks) or self._failure is not None
+
+    async def aclose(self) -> None:
+        response = self._response
+        if response is None:
+            return
+        self._response = None
+        self._ended = True
+        if self._translator.finished and response.content.is_eof():
+            response.release()
+        else:
+            response.close()
+
+    async def _fill(self) -> None:
+        """Read until a chunk is queued, a failure is kept, or the stream ended."""
+        chunks = self._chunks
+        translator = self._translator
+        decoder = self._decoder
+        while not chunks and self._failure is None:
+            response = self._response
+            if translator.stopped or response is None:  # message_stop, or aclose() meanwhile
+                self._ended = True
+                return
+            try:
+                data = await response.content.readany()
+            except TRANSPORT_ERRORS as exc:
+                raise transport_error(exc) from exc
+            events = decoder.feed(data) if data else decoder.flush()
+            if not data and not events:
+                self._ended = True
+                if not translator.finished:
+                    raise ProviderError("the upstream ended the stream before it finished")
+                translator.end(chunks)  # cut after the stop_reason: the usage chunk still
+                self.usage = translator.usage
+                return
+            for event in events:
+                if translator.stopped:
+                    break
+                try:
+                    translator.feed(event, chunks)
+                except ProviderError as exc:
+                    self._failure = exc
+                    self._ended = True
+                    break
+            self.usage = translator.usage
+
+    def _abort(self) -> None:
+        self._ended = True
+        response = self._response
+        if response is not None:
+            self._response = None
+            response.close()

@@ -1,0 +1,144 @@
+"""One streamed call: `streamGenerateContent?alt=sse` bytes -> chunk dicts, as they arrive.
+
+The first chunk is read before `open_stream` returns, so anything that fails before it (bad
+status, refused connection, an error event, a blocked prompt, a stream that ends at once)
+raises from `provider.stream()` and the gateway can still fall back or answer with an error.
+Gemini ends a stream by closing the body: the end counts as proper only after a finishReason,
+and then the usage chunk (`choices: []`) is the last thing yielded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+
+from providers.base import Usage
+from providers.errors import ProviderError
+from providers.gemini.translate import StreamTranslator
+from providers.http import TRANSPORT_ERRORS, transport_error
+from providers.sse import SSEDecoder
+
+__all__ = ["GeminiChatStream", "open_stream"]
+
+
+async def open_stream(response: aiohttp.ClientResponse, model: str) -> GeminiChatStream:
+    """Wrap a 2xx event-stream response; raises (and closes it) if no first chunk comes."""
+    stream = GeminiChatStream(response, model)
+    try:
+        stream._head = await stream._next_chunk()
+    except StopAsyncIteration:
+        response.close()
+        raise ProviderError("the upstream stream ended without a single chunk") from None
+    except BaseException:
+        response.close()
+        raise
+    return stream
+
+
+class GeminiChatStream:
+    """Implements `providers.base.ChatStream`; always `aclose()` it (safe twice).
+
+    Reading to the end hands the connection back to the pool; `aclose()` before the end, or
+    any error, closes the connection so the upstream sees the disconnect and stops.
+    """
+
+    __slots__ = (
+        "_decoder",
+        "_ended",
+        "_eof",
+        "_head",
+        "_pending",
+        "_ready",
+        "_response",
+        "_translator",
+        "usage",
+    )
+
+    def __init__(self, response: aiohttp.ClientResponse, model: str) -> None:
+        self.usage: Usage | None = None
+        self._response: aiohttp.ClientResponse | None = response
+        self._decoder = SSEDecoder()
+        self._translator = StreamTranslator(model)
+        self._pending: list[bytes] = []  # event data not yet translated, in reverse order
+        self._ready: list[dict[str, Any]] = []  # chunks of one event not yet taken, reversed
+        self._head: dict[str, Any] | None = None
+        self._ended = False
+        self._eof = False
+
+    def __aiter__(self) -> GeminiChatStream:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
+        head = self._head
+        if head is not None:
+            self._head = None
+            return head
+        if self._ended:
+            raise StopAsyncIteration
+        try:
+            return await self._next_chunk()
+        except ProviderError:
+            self._abort()
+            raise
+
+    def ready(self) -> bool:
+        return self._head is not None or bool(self._ready) or bool(self._pending)
+
+    async def aclose(self) -> None:
+        response = self._response
+        if response is None:
+            return
+        self._response = None
+        self._ended = True
+        if self._eof:
+            response.release()
+        else:
+            response.close()
+
+    async def _next_chunk(self) -> dict[str, Any]:
+        """The next chunk; StopAsyncIteration at a proper end; ProviderError otherwise."""
+        ready = self._ready
+        pending = self._pending
+        translator = self._translator
+        while True:
+            if ready:
+                return ready.pop()
+            if pending:
+                chunks = translator.chunks(pending.pop())
+                if chunks:
+                    chunks.reverse()
+                    ready.extend(chunks)
+                continue
+            response = self._response
+            if response is None:  # aclose() from elsewhere while we were reading
+                raise StopAsyncIteration
+            if self._eof:
+                self._ended = True
+                if not translator.finished:
+                    if not translator.started:
+                        raise ProviderError("the upstream stream ended without a single chunk")
+                    raise ProviderError("the upstream ended the stream before it finished")
+                tail = translator.end()
+                self.usage = translator.usage
+                if tail is None:
+                    raise StopAsyncIteration
+                return tail
+            try:
+                data = await response.content.readany()
+            except TRANSPORT_ERRORS as exc:
+                raise transport_error(exc) from exc
+            if data:
+                events = self._decoder.feed(data)
+            else:
+                events = self._decoder.flush()
+                self._eof = True
+            events.reverse()
+            pending.extend(events)
+
+    def _abort(self) -> None:
+        self._ended = True
+        response = self._response
+        if response is not None:
+            self._response = None
+            response.close()
