@@ -22,8 +22,9 @@
 
 Each class carries its status, code and retryability, so raising code never picks numbers.
 An error raised for a call may also carry what the response and its log line report whatever
-the outcome: the resolved `model` and the caller's rate-limit state (`rate`, for the
-x-ratelimit-* headers). Services set them; `gateway.api` renders them.
+the outcome: the resolved `model`, the caller's rate-limit state (`rate`, for the
+x-ratelimit-* headers) and, once upstreams were tried, the `route` taken (what failed where).
+Services set them; `gateway.api` renders them.
 """
 
 from __future__ import annotations
@@ -76,6 +77,9 @@ class GatewayError(Exception):
     """The model the failed call was resolved to (for the log line), when it got that far."""
     rate: RateState | None = None
     """The caller's rate-limit state after its check (for the headers), when it got that far."""
+    route: str | None = None
+    """How the call was routed when it reached an upstream (`x-gateway-route`; `model` is
+    then the model that answered, or the last one tried)."""
 
     def __init__(
         self,

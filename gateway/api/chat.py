@@ -6,8 +6,9 @@ and response handling (measured: ~12 % of a chat call's CPU). Errors still go th
 framework's exception middleware to the one envelope renderer.
 
 The chat service returns an outcome (`gateway.chat.outcomes`); this renders it: the JSON body,
-the replayed reply, or the event stream (`chat_stream.py`), and notes the model, the rate state
-(for the x-ratelimit-* headers) and a replay on the request's context for the middleware.
+the replayed reply, or the event stream (`chat_stream.py`), each with `x-gateway-model` (the
+model that answered) and `x-gateway-route` (how it was routed), and notes the model, the rate
+state (for the x-ratelimit-* headers) and a replay on the request's context for the middleware.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from litestar import asgi
 
 from gateway.api.chat_stream import send_event_stream
 from gateway.api.dependencies import authenticate
-from gateway.api.responses import send_bytes, send_reply
+from gateway.api.responses import route_headers, send_bytes, send_reply
 from gateway.chat.outcomes import ChatCompleted, ChatReplayed
 from gateway.context import context_of
 from gateway.errors import InvalidRequest, MethodNotAllowed, PayloadTooLarge
@@ -43,12 +44,13 @@ async def chat_completions(scope: Any, receive: Any, send: Any) -> None:
     ctx.model = outcome.model
     ctx.rate = outcome.rate
     if isinstance(outcome, ChatCompleted):
-        await send_bytes(send, outcome.body)
+        await send_bytes(send, outcome.body, route_headers(outcome.model, outcome.route))
     elif isinstance(outcome, ChatReplayed):
         ctx.replayed = True
-        await send_reply(send, outcome.reply)
+        await send_reply(send, outcome.reply)  # it kept the model and route of its answer
     else:
-        await send_event_stream(outcome.events, receive, send)
+        headers = route_headers(outcome.model, outcome.route)
+        await send_event_stream(outcome.events, receive, send, headers)
 
 
 async def _read_body(receive: Any, limit: int) -> bytes:

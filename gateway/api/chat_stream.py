@@ -8,6 +8,7 @@ request is closed and what was produced is settled). A send that fails means the
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 from gateway.chat.outcomes import ChatEvents
@@ -22,10 +23,14 @@ _HEADERS = [
 ]
 
 
-async def send_event_stream(events: ChatEvents, receive: Any, send: Any) -> None:
+async def send_event_stream(
+    events: ChatEvents, receive: Any, send: Any, extra: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
+    """Send the events as they come (`extra`: more response headers)."""
     watcher = asyncio.create_task(_watch(events, receive))
     try:
-        await send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
+        headers = [*_HEADERS, *extra]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
         async for frame in events.events():
             if events.gone:
                 continue

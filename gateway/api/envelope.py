@@ -1,7 +1,9 @@
 """The framework's exception handler: every exception becomes the envelope response.
 
 What an error carries for the call (its resolved model, the caller's rate state) goes to the
-request's context, for the x-ratelimit-* headers and the log line, as a success's outcome does.
+request's context, for the x-ratelimit-* headers and the log line, as a success's outcome does;
+a call that reached an upstream also says which model and route (`x-gateway-model`,
+`x-gateway-route`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from typing import Any
 
 from litestar import Request, Response
 
+from gateway.chat.outcomes import MODEL_HEADER, ROUTE_HEADER
 from gateway.context import SCOPE_KEY, RequestContext
 from gateway.envelope import envelope_bytes
 from gateway.error_mapping import as_gateway_error
@@ -35,6 +38,9 @@ def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Respons
     if type(error) is GatewayError:
         _log.error("unhandled_exception", request_id=request_id, exc_info=exc)
     headers = dict(error.headers)
+    if error.route is not None and error.model is not None:
+        headers[MODEL_HEADER] = error.model
+        headers[ROUTE_HEADER] = error.route
     if isinstance(error, RateLimited) and "Retry-After" not in headers:
         headers["Retry-After"] = "1"
     return Response(

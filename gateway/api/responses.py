@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from gateway.chat.outcomes import MODEL_HEADER, ROUTE_HEADER
 from gateway.store.base import StoredReply
 
-__all__ = ["JSON", "send_bytes", "send_reply"]
+__all__ = ["JSON", "route_headers", "send_bytes", "send_reply"]
 
 JSON = b"application/json"
 _JSON_TYPE = (b"content-type", JSON)
 _REPLAYED = (b"idempotent-replayed", b"true")
+_MODEL = MODEL_HEADER.encode()
+_ROUTE = ROUTE_HEADER.encode()
 
 
-async def send_bytes(send: Any, body: bytes) -> None:
-    """A 200 JSON response whose body is `body`."""
-    headers = [_JSON_TYPE, (b"content-length", str(len(body)).encode())]
+def route_headers(model: str, route: str) -> list[tuple[bytes, bytes]]:
+    """`x-gateway-model` (the model that answered) and `x-gateway-route` (how it was routed)."""
+    return [(_MODEL, model.encode()), (_ROUTE, route.encode())]
+
+
+async def send_bytes(send: Any, body: bytes, extra: Sequence[tuple[bytes, bytes]] = ()) -> None:
+    """A 200 JSON response whose body is `body`, with `extra` headers."""
+    headers = [_JSON_TYPE, (b"content-length", str(len(body)).encode()), *extra]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 

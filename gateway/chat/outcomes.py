@@ -1,8 +1,14 @@
 """What a chat call comes to, for whoever asked: the api layer renders each as HTTP.
 
-Every outcome carries what the answer and its log line report: the resolved model and the
-caller's rate-limit state after admission. A refusal or a failure is an exception instead
-(`gateway.errors`), carrying the same two when the call got that far.
+Every outcome carries what the answer and its log line report: the model that answered, how
+it was routed (`route`: `pinned`, `auto; picked=ID`, or what failed before it, see
+`gateway.routing.fallback`) and the caller's rate-limit state after admission. A refusal or a
+failure is an exception instead (`gateway.errors`), carrying the same when the call got that
+far.
+
+A kept reply (`StoredReply`, replayed for a repeated Idempotency-Key) is the whole answer as
+sent, so it keeps the model and route under `MODEL_HEADER` and `ROUTE_HEADER`, the names the
+api layer sends them under.
 """
 
 from __future__ import annotations
@@ -14,7 +20,18 @@ import msgspec
 
 from gateway.store.base import RateState, StoredReply
 
-__all__ = ["ChatCompleted", "ChatEvents", "ChatOutcome", "ChatReplayed", "ChatStreaming"]
+__all__ = [
+    "MODEL_HEADER",
+    "ROUTE_HEADER",
+    "ChatCompleted",
+    "ChatEvents",
+    "ChatOutcome",
+    "ChatReplayed",
+    "ChatStreaming",
+]
+
+MODEL_HEADER = "x-gateway-model"
+ROUTE_HEADER = "x-gateway-route"
 
 
 class ChatEvents(Protocol):
@@ -41,6 +58,7 @@ class ChatCompleted(msgspec.Struct, kw_only=True, frozen=True):
 
     body: bytes
     model: str
+    route: str
     rate: RateState
 
 
@@ -49,6 +67,7 @@ class ChatReplayed(msgspec.Struct, kw_only=True, frozen=True):
 
     reply: StoredReply
     model: str
+    route: str | None
     rate: RateState
 
 
@@ -57,6 +76,7 @@ class ChatStreaming(msgspec.Struct, kw_only=True, frozen=True):
 
     events: ChatEvents
     model: str
+    route: str
     rate: RateState
 
 

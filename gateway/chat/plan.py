@@ -1,56 +1,166 @@
-"""From a validated request to what the call needs: the upstream body and its worst case."""
+"""From a validated request to what the call needs: the routes it may try, the upstream body of
+each, and one worst case (hold and token reservation) that covers whichever of them answers.
+
+The first route's body is built here; a fallback's is built again from the request when it is
+needed (`ChatPlan.body_for`), so a call that succeeds at once pays for one body only.
+`model_options.<namespace>` goes into the body of the routes whose model takes that namespace,
+and only theirs.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+from msgspec import UNSET
 
 from gateway.billing.pricing import ChatPrice, estimate_prompt_tokens, prompt_token_bound
-from gateway.errors import InvalidRequest
-from gateway.routing.resolver import Route
+from gateway.errors import ErrorDetail, InvalidRequest
+from gateway.routing.options import namespace_problems
+from gateway.routing.route import Choice, Route
 from gateway.schemas.chat import ChatRequest
 
-__all__ = ["ChatPlan", "plan_call"]
+__all__ = ["ChatPlan", "HoldBound", "chat_needs", "options_problems", "plan_call"]
+
+_JSON_FORMATS = ("json_object", "json_schema")
+_REQUEST_FIELDS = frozenset(ChatRequest.__struct_fields__)
 
 
 @dataclass(frozen=True, slots=True)
+class HoldBound:
+    """What sizes the hold of a call over several routes: per token, the dearest of their
+    prices; the largest and smallest output limit. For one route, exactly its own."""
+
+    price: ChatPrice
+    max_output_tokens: int
+    min_output_tokens: int
+
+    @classmethod
+    def over(cls, routes: tuple[Route, ...], prices: list[ChatPrice]) -> HoldBound:
+        limits = [route.model.max_output_tokens for route in routes]
+        if len(prices) == 1:
+            price = prices[0]
+        else:
+            price = ChatPrice(
+                input_units_per_mtok=max(p.input_units_per_mtok for p in prices),
+                cached_input_units_per_mtok=max(p.cached_input_units_per_mtok for p in prices),
+                output_units_per_mtok=max(p.output_units_per_mtok for p in prices),
+            )
+        return cls(price=price, max_output_tokens=max(limits), min_output_tokens=min(limits))
+
+
+@dataclass(slots=True)
 class ChatPlan:
+    """Not frozen: a frozen dataclass sets each field through `object.__setattr__`, which
+    costs a microsecond per call on this path."""
+
+    request: ChatRequest
+    choice: Choice
+    routes: tuple[Route, ...]
+    """The choice's routes that can serve the requested completion size, in order."""
     upstream_body: dict[str, Any]
+    """The first route's body (given to one call only: an adapter may keep it)."""
     stream: bool
     include_usage: bool
+    requested: int | None
     tokens_reserved: int
-    price: ChatPrice
     hold_units: int
 
+    def body_for(self, route: Route) -> dict[str, Any]:
+        """A fresh upstream body for `route` (a fallback)."""
+        return _body(self.request, route, self.requested)
 
-def plan_call(request: ChatRequest, route: Route, price: ChatPrice, body_size: int) -> ChatPlan:
-    body: dict[str, Any] = msgspec.to_builtins(request)
-    body.pop("model_options", None)
-    body["model"] = route.model.upstream_model
-    limit = route.model.max_output_tokens
-    requested = body.pop("max_tokens", None) or body.get("max_completion_tokens")
-    if requested is not None and requested > limit:
-        raise InvalidRequest(
-            f"max_completion_tokens is {requested}, more than this model's limit of {limit}.",
-        )
-    max_completion = requested or limit
-    body["max_completion_tokens"] = max_completion
-    stream = bool(body.get("stream"))
-    include_usage = False
-    if stream:
-        options = body.get("stream_options") or {}
-        include_usage = bool(options.get("include_usage"))
-        body["stream_options"] = {**options, "include_usage": True}
-    else:
-        body.pop("stream", None)
-    completion_bound = max_completion * (body.get("n") or 1)
+
+def plan_call(request: ChatRequest, choice: Choice, bound: HoldBound, body_size: int) -> ChatPlan:
+    """`bound` covers `choice.routes`; routes whose output limit is below the request's
+    `max_completion_tokens` are left out (all of them: 400)."""
+    requested = _requested(request)
+    routes = choice.routes
+    if requested is not None and requested > bound.min_output_tokens:
+        routes = tuple(r for r in routes if r.model.max_output_tokens >= requested)
+        if not routes:
+            limit = bound.max_output_tokens
+            raise InvalidRequest(
+                f"max_completion_tokens is {requested}, more than this model's limit of {limit}.",
+            )
+        bound = HoldBound.over(routes, [bound.price])
+    body = _body(request, routes[0], requested)
+    stream = "stream" in body
+    options = request.stream_options
+    include_usage = bool(stream and options and options.include_usage)
+    completion_bound = (requested or bound.max_output_tokens) * (body.get("n") or 1)
     return ChatPlan(
+        request=request,
+        choice=choice,
+        routes=routes,
         upstream_body=body,
         stream=stream,
         include_usage=include_usage,
+        requested=requested,
         tokens_reserved=estimate_prompt_tokens(body_size) + completion_bound,
-        price=price,
-        hold_units=price.hold_units(prompt_token_bound(body_size), completion_bound),
+        hold_units=bound.price.hold_units(prompt_token_bound(body_size), completion_bound),
     )
+
+
+def _requested(request: ChatRequest) -> int | None:
+    """`max_tokens` (legacy) or `max_completion_tokens`; validation made them agree."""
+    value = request.max_tokens or request.max_completion_tokens
+    return value if isinstance(value, int) else None
+
+
+def _body(request: ChatRequest, route: Route, requested: int | None) -> dict[str, Any]:
+    body: dict[str, Any] = msgspec.to_builtins(request)
+    options = body.pop("model_options", None)
+    body["model"] = route.model.upstream_model
+    body.pop("max_tokens", None)
+    body["max_completion_tokens"] = requested or route.model.max_output_tokens
+    if body.get("stream"):
+        body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+    else:
+        body.pop("stream", None)
+    if options:
+        namespace = route.model.options_namespace
+        if namespace and namespace in options:
+            body.update(options[namespace])
+    return body
+
+
+def chat_needs(request: ChatRequest) -> frozenset[str]:
+    """What the request needs of a model (`gateway.config.schema.FEATURES`)."""
+    needs = set()
+    if request.tools:
+        needs.add("tools")
+    response_format = request.response_format
+    if response_format is not UNSET and response_format.get("type") in _JSON_FORMATS:
+        needs.add("json_output")
+    for message in request.messages:
+        content = message.content
+        if isinstance(content, list) and any(p.get("type") == "image_url" for p in content):
+            needs.add("vision")
+            break
+    return frozenset(needs)
+
+
+def options_problems(options: Mapping[str, Any], choice: Choice) -> list[ErrorDetail]:
+    """`model_options` may hold the namespaces of the models the call may reach
+    (`gateway.routing.options`), each an object of options that are not standard request
+    fields (those go at the top level, where the gateway checks them)."""
+    problems = namespace_problems(options, choice)
+    for namespace, values in options.items():
+        field = f"model_options.{namespace}"
+        if any(p.field == field for p in problems):
+            continue
+        if not isinstance(values, dict):
+            problems.append(ErrorDetail(field=field, message="must be an object of options"))
+            continue
+        problems += [
+            ErrorDetail(
+                field=f"{field}.{key}",
+                message="is a standard request field; send it at the top level",
+            )
+            for key in values
+            if key in _REQUEST_FIELDS
+        ]
+    return problems

@@ -1,4 +1,4 @@
-"""The chat request path: validate, resolve, admit, call, settle, and the outcome.
+"""The chat request path: validate, resolve, admit, call (falling back), settle, the outcome.
 
 Two store round trips per call: `admit` before the upstream call, and `settle` (or `release`
 when the call failed before producing anything) before the last bytes reach the client, so the
@@ -7,43 +7,64 @@ charge in `usage.credits` is already real when the client reads it. When the sto
 (never with a retryable error it was charged for), one that failed is released once the store
 is back, and an admission whose outcome is unknown is released (and fenced) the same way.
 
+Fallback: the model name resolves to routes in order (`gateway.routing`). One hold covers the
+dearest of them, taken once; each attempt that fails before anything reached the client in a
+way that is the upstream's fault (`gateway.routing.fallback.falls_back`) feeds that upstream's
+breaker and moves on, after a backoff only when calling an upstream that already failed; a
+route whose breaker is open is passed over. The call settles once, at the price of the model
+that answered; when none did, the hold is released and the last failure is the answer (a
+pinned model whose breaker is open: 503 `model_unavailable` at once, before admission).
+
 The service knows no HTTP: it takes the caller, the body's bytes, the request id and the
 Idempotency-Key, and returns an outcome (`gateway.chat.outcomes`) or raises a
-`gateway.errors.GatewayError` carrying the model and the rate state when the call got that far.
-The call's identity (`gateway.store.base.Call`) is built once, here, and carried from
-admission to settlement or release.
+`gateway.errors.GatewayError` carrying the model, the route and the rate state when the call
+got that far. The call's identity (`gateway.store.base.Call`) is built once, here, and carried
+from admission to settlement or release.
 """
 
 from __future__ import annotations
 
+import asyncio
+import math
 import time
 from decimal import Decimal
 
 import msgspec
+from msgspec import UNSET
 
 from gateway.admission import Gatekeeper
 from gateway.auth import Caller
 from gateway.billing.pricing import ChatPrice
-from gateway.chat.outcomes import ChatCompleted, ChatOutcome, ChatReplayed, ChatStreaming
-from gateway.chat.plan import ChatPlan, plan_call
+from gateway.chat.outcomes import (
+    MODEL_HEADER,
+    ROUTE_HEADER,
+    ChatCompleted,
+    ChatOutcome,
+    ChatReplayed,
+    ChatStreaming,
+)
+from gateway.chat.plan import ChatPlan, HoldBound, chat_needs, options_problems, plan_call
 from gateway.chat.streaming import StreamJob
 from gateway.chat.usage import charge_for, usage_fields
 from gateway.chat.validation import parse_chat_request
 from gateway.error_mapping import as_gateway_error
-from gateway.errors import StoreUnavailable
+from gateway.errors import GatewayError, InvalidRequest, ModelUnavailable, StoreUnavailable
 from gateway.finisher import CallFinisher
 from gateway.idempotency import chat_claim
 from gateway.ids import new_completion_id
 from gateway.logging import get_logger
-from gateway.routing.resolver import Route, Router
+from gateway.routing.fallback import RouteNote, failure_reason, falls_back, retry_delay, route_note
+from gateway.routing.resolver import NO_NEEDS, Choice, Route, Router
 from gateway.store.base import Call, RateState, Release, Settlement, StoredReply
 from providers.base import ChatCompletion
-from providers.errors import ProviderError, UpstreamTimeout, UpstreamUnavailable
+from providers.errors import ProviderError
 
 __all__ = ["ChatService"]
 
 _encode = msgspec.json.Encoder().encode
 _log = get_logger("gateway.chat")
+_PINNED = "pinned"
+_BOUNDS_LIMIT = 4096
 
 
 class ChatService:
@@ -60,21 +81,33 @@ class ChatService:
         self._gatekeeper = gatekeeper
         self._hold_seconds = hold_seconds
         self._prices: dict[str, ChatPrice] = {}
+        self._bounds: dict[Choice, HoldBound] = {}
+        self._needs = router.uses_needs("chat")
 
     async def handle(
         self, caller: Caller, body: bytes, *, request_id: str, idempotency_key: str | None
     ) -> ChatOutcome:
         """One chat call, from the request's bytes to its outcome.
 
-        Errors raised once the model is resolved carry it (`GatewayError.model`), and once the
-        call was admitted its rate state (`GatewayError.rate`); a refusal at admission carries
-        the rate state from `Gatekeeper`."""
+        Errors raised once the model is resolved carry it (`GatewayError.model`), once the
+        call was admitted its rate state (`GatewayError.rate`), and once an upstream was tried
+        the route (`GatewayError.route`); a refusal at admission carries the rate state from
+        `Gatekeeper`."""
         request = parse_chat_request(body)
         tenant = caller.tenant
-        route = self._router.resolve(request.model, tenant, "chat")
+        needs = chat_needs(request) if self._needs and request.model == "auto" else NO_NEEDS
+        choice = self._router.choose(request.model, tenant, "chat", needs)
         rate: RateState | None = None
         try:
-            plan = plan_call(request, route, self._price(route), len(body))
+            if request.model_options is not UNSET:
+                problems = options_problems(request.model_options, choice)
+                if problems:
+                    raise InvalidRequest(
+                        "; ".join(f"{p.field}: {p.message}" for p in problems), details=problems
+                    )
+            plan = plan_call(request, choice, self._bound(choice), len(body))
+            if not plan.routes[0].breaker.closed and idempotency_key is None:
+                _refuse_if_all_open(plan)  # (a repeated key may have a reply to replay)
             call = Call(
                 tenant=tenant.name,
                 api_key_id=caller.key_id,
@@ -99,11 +132,18 @@ class ChatService:
                 raise
             rate = admitted.rate
             if admitted.reply is not None:
-                return ChatReplayed(reply=admitted.reply, model=route.model.id, rate=rate)
-            return await self._run(call, route, plan, tenant.credits_per_usd, len(body), rate)
+                reply = admitted.reply
+                return ChatReplayed(
+                    reply=reply,
+                    model=reply.headers.get(MODEL_HEADER, choice.routes[0].model.id),
+                    route=reply.headers.get(ROUTE_HEADER),
+                    rate=rate,
+                )
+            return await self._run(call, plan, tenant.credits_per_usd, len(body), rate)
         except Exception as exc:
             error = as_gateway_error(exc)  # anything else is a fault of the gateway's own: 500
-            error.model = route.model.id
+            if error.model is None:
+                error.model = choice.routes[0].model.id
             if rate is not None:
                 error.rate = rate
             if error is exc:
@@ -113,41 +153,126 @@ class ChatService:
     async def _run(
         self,
         call: Call,
-        route: Route,
         plan: ChatPlan,
         credits_per_usd: Decimal,
         body_size: int,
         rate: RateState,
     ) -> ChatCompleted | ChatStreaming:
-        """The upstream call of an admitted call; what admission took is given back when it
-        fails before producing anything."""
-        try:
-            if plan.stream:
-                upstream = await route.chat.stream(plan.upstream_body)
-                job = StreamJob(self, call, route, plan, credits_per_usd, body_size, upstream)
-                try:
-                    await job.prefetch()
-                except BaseException:
-                    await job.close()
-                    raise
-                return ChatStreaming(events=job, model=route.model.id, rate=rate)
-            completion = await route.chat.complete(plan.upstream_body)
-        except Exception as exc:
-            await self._finisher.release(Release(call=call))
-            self._note_failure(route, exc)
-            raise as_gateway_error(exc) from exc
-        except BaseException:  # cancelled: give back what admission took, stay cancelled
-            await self._finisher.release(Release(call=call))
-            raise
-        payload = await self._finish_sync(
-            call, route, plan.price, credits_per_usd, body_size, completion
-        )
-        return ChatCompleted(body=payload, model=route.model.id, rate=rate)
+        """The upstream calls of an admitted call, in the plan's order, until one answers;
+        what admission took is given back when none does."""
+        routes = plan.routes
+        retry = plan.choice.retry
+        cycle = retry.max_attempts is not None
+        limit = retry.max_attempts or len(routes)
+        failed: list[RouteNote] = []
+        failures: dict[str, tuple[int, float | None]] = {}  # provider -> (count, retry_after)
+        last: tuple[Route, Exception] | None = None  # the last failure, and whose
+        body: dict[str, object] | None = plan.upstream_body
+        attempts = visits = idle = 0
+        while attempts < limit and idle < len(routes) and (cycle or visits < len(routes)):
+            route = routes[visits % len(routes)]
+            visits += 1
+            delay = 0.0
+            if failures:
+                seen = failures.get(route.model.provider)
+                if seen is not None:
+                    wait = retry_delay(retry, seen[0], seen[1], self._router.rng)
+                    if wait is None:  # its Retry-After is longer than the policy waits
+                        failed.append(RouteNote(route.model.id, "retry_after"))
+                        idle += 1
+                        continue
+                    delay = wait
+            breaker = route.breaker
+            if not breaker.allow():
+                failed.append(RouteNote(route.model.id, "breaker_open"))
+                idle += 1
+                continue
+            idle = 0
+            attempts += 1
+            if body is None or route is not routes[0]:
+                body = plan.body_for(route)
+            job: StreamJob | None = None
+            completion: ChatCompletion | None = None
+            try:
+                if delay:
+                    await asyncio.sleep(delay)
+                if plan.stream:
+                    upstream = await route.chat.stream(body)
+                    note = self._note(plan, route, failed)
+                    price = self._price(route)
+                    job = StreamJob(
+                        self, call, route, plan, price, credits_per_usd, body_size, upstream, note
+                    )
+                    try:
+                        await job.prefetch()
+                    except BaseException:
+                        await job.close()
+                        raise
+                else:
+                    completion = await route.chat.complete(body)
+            except Exception as exc:
+                body = None
+                if not falls_back(exc):
+                    if isinstance(exc, ProviderError):
+                        breaker.succeeded()  # it answered: the request or its setup is at fault
+                    else:
+                        breaker.abandon()
+                    self._log_failure(route, exc, fallback=False)
+                    await self._finisher.release(Release(call=call))
+                    raise self._failure(exc, plan, route, failed, answered=True) from exc
+                breaker.failed()
+                self._log_failure(route, exc, fallback=True)
+                count = failures.get(route.model.provider, (0, None))[0] + 1
+                retry_after = exc.retry_after if isinstance(exc, ProviderError) else None
+                failures[route.model.provider] = (count, retry_after)
+                failed.append(RouteNote(route.model.id, failure_reason(exc)))
+                last = (route, exc)
+                continue
+            except BaseException:  # cancelled: give back what admission took, stay cancelled
+                breaker.abandon()
+                await self._finisher.release(Release(call=call))
+                raise
+            breaker.succeeded()
+            if job is not None:
+                return ChatStreaming(events=job, model=route.model.id, route=job.note, rate=rate)
+            assert completion is not None
+            note = self._note(plan, route, failed)
+            payload = await self._finish_sync(
+                call, route, note, self._price(route), credits_per_usd, body_size, completion
+            )
+            return ChatCompleted(body=payload, model=route.model.id, route=note, rate=rate)
+        await self._finisher.release(Release(call=call))
+        if last is None:
+            raise _all_open(plan, failed)
+        failed_route, error = last
+        raise self._failure(error, plan, failed_route, failed, answered=False) from error
+
+    @staticmethod
+    def _failure(
+        exc: Exception, plan: ChatPlan, route: Route, failed: list[RouteNote], *, answered: bool
+    ) -> GatewayError:
+        """The error of a call no route answered (`answered` False), or whose route answered
+        with a refusal (True): `route` is the last one tried."""
+        error = as_gateway_error(exc)
+        error.model = route.model.id
+        if failed:
+            answerer = route.model.id if answered else None
+            error.route = route_note(plan.choice.pinned, answerer, failed)
+        else:
+            error.route = _PINNED if plan.choice.pinned else route.note
+        return error
+
+    @staticmethod
+    def _note(plan: ChatPlan, route: Route, failed: list[RouteNote]) -> str:
+        if failed:
+            return route_note(plan.choice.pinned, route.model.id, failed)
+        return _PINNED if plan.choice.pinned else route.note
 
     async def _finish_sync(
         self,
         call: Call,
         route: Route,
+        note: str,
         price: ChatPrice,
         credits_per_usd: Decimal,
         body_size: int,
@@ -164,7 +289,12 @@ class ChatService:
         payload = _encode(body)
         reply = None
         if call.idempotency is not None:
-            reply = StoredReply(status=200, content_type="application/json", body=payload)
+            reply = StoredReply(
+                status=200,
+                content_type="application/json",
+                body=payload,
+                headers={MODEL_HEADER: route.model.id, ROUTE_HEADER: note},
+            )
         await self.settle(call, route, charge.units, charge.tokens, reply)
         return payload
 
@@ -187,6 +317,11 @@ class ChatService:
             )
         )
 
+    def stream_broken(self, route: Route, exc: BaseException) -> None:
+        """A stream broke off after its first chunk: the upstream's breaker hears of it."""
+        if falls_back(exc):
+            route.breaker.failed()
+
     def _price(self, route: Route) -> ChatPrice:
         """The model's token prices in credit units, folded once per model."""
         price = self._prices.get(route.model.id)
@@ -194,9 +329,18 @@ class ChatService:
             price = self._prices[route.model.id] = ChatPrice.of(route.model)
         return price
 
-    def _note_failure(self, route: Route, exc: Exception) -> None:
-        if isinstance(exc, (UpstreamUnavailable, UpstreamTimeout)):
-            self._router.mark_down(route)
+    def _bound(self, choice: Choice) -> HoldBound:
+        """What sizes the hold over the choice's routes, folded once per choice."""
+        bound = self._bounds.get(choice)
+        if bound is None:
+            if len(self._bounds) >= _BOUNDS_LIMIT:
+                self._bounds.clear()
+            routes = choice.routes
+            bound = HoldBound.over(routes, [self._price(route) for route in routes])
+            self._bounds[choice] = bound
+        return bound
+
+    def _log_failure(self, route: Route, exc: Exception, *, fallback: bool) -> None:
         if isinstance(exc, ProviderError):
             _log.warning(
                 "upstream_failed",
@@ -205,4 +349,27 @@ class ChatService:
                 error=type(exc).__name__,
                 upstream_status=exc.upstream_status,
                 detail=exc.message,
+                fallback=fallback,
             )
+
+
+def _refuse_if_all_open(plan: ChatPlan) -> None:
+    """Before admission: every route's breaker refuses calls, so nothing would be tried."""
+    if all(route.breaker.refuses() for route in plan.routes):
+        raise _all_open(plan, [RouteNote(route.model.id, "breaker_open") for route in plan.routes])
+
+
+def _all_open(plan: ChatPlan, failed: list[RouteNote]) -> ModelUnavailable:
+    routes = plan.routes
+    wait = min(route.breaker.retry_in() for route in routes)
+    if plan.choice.pinned:
+        message = (
+            f"The model '{routes[0].model.id}' is unavailable: its upstream is failing. "
+            "Retry later, or with 'auto'."
+        )
+    else:
+        message = "Every model 'auto' may use is unavailable: their upstreams are failing."
+    error = ModelUnavailable(message, headers={"Retry-After": str(max(1, math.ceil(wait)))})
+    error.model = routes[0].model.id
+    error.route = route_note(plan.choice.pinned, None, failed)
+    return error

@@ -1,9 +1,11 @@
 """Streamed chat: chunks become Server-Sent Events as the upstream sends them.
 
 The first chunk is fetched before the outcome is returned, so a failure up to there is an
-ordinary error. Afterwards the stream ends in one of three ways, and each settles exactly once:
+ordinary error (or, when the upstream is at fault, a fallback to the next route). Afterwards
+the stream ends in one of three ways, and each settles exactly once:
 - complete: settle, then the usage chunk (if asked) and `[DONE]`;
-- upstream broke off: settle what was produced, then an `error` event, no `[DONE]`;
+- upstream broke off: settle what was produced, then an `error` event, no `[DONE]` (and the
+  upstream's breaker hears of it);
 - client went away: the upstream request is closed and what was produced is settled.
 
 The events are SSE bytes because an idempotent stream keeps them as its reply (replayed as is).
@@ -18,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from gateway.billing.pricing import ChatPrice
+from gateway.chat.outcomes import MODEL_HEADER, ROUTE_HEADER
 from gateway.chat.plan import ChatPlan
 from gateway.chat.usage import Charge, charge_for, usage_fields
 from gateway.envelope import envelope_bytes
@@ -48,14 +52,19 @@ class StreamJob:
         call: Call,
         route: Route,
         plan: ChatPlan,
+        price: ChatPrice,
         credits_per_usd: Decimal,
         body_size: int,
         upstream: ChatStream,
+        note: str,
     ) -> None:
         self._service = service
         self._call = call
         self._route = route
         self._plan = plan
+        self._price = price
+        self.note = note
+        """How the call was routed (`x-gateway-route`), kept with an idempotent reply."""
         self._credits_per_usd = credits_per_usd
         self._body_size = body_size
         self._upstream = upstream
@@ -128,7 +137,10 @@ class StreamJob:
                 if self._kept is not None:
                     self._kept += tail
                     reply = StoredReply(
-                        status=200, content_type=SSE_CONTENT_TYPE, body=b"".join(self._kept)
+                        status=200,
+                        content_type=SSE_CONTENT_TYPE,
+                        body=b"".join(self._kept),
+                        headers={MODEL_HEADER: self._route.model.id, ROUTE_HEADER: self.note},
                     )
         except Exception as exc:
             failure = exc
@@ -136,6 +148,7 @@ class StreamJob:
             await self._settle_partial()
             return
         if failure is not None:
+            self._service.stream_broken(self._route, failure)
             await self._settle_partial()
             error = as_gateway_error(failure)
             _log.warning("stream_broken", call_id=self._call.call_id, error=repr(failure))
@@ -147,7 +160,7 @@ class StreamJob:
 
     def _charge(self) -> Charge:
         return charge_for(
-            self._plan.price,
+            self._price,
             self._upstream.usage,
             body_size=self._body_size,
             produced_chunks=self._content_chunks,

@@ -15,10 +15,14 @@ from typing import Any
 import msgspec
 
 from gateway.config.schema import (
+    CAPABILITIES,
+    FEATURES,
     IMAGE_QUALITIES,
     ConfigFile,
     ModelEntry,
+    RoutingPolicy,
     TenantEntry,
+    ceiling_price,
     image_price,
 )
 from gateway.store.base import RateLimits
@@ -95,11 +99,22 @@ def _build(where: Path, raw: dict[str, Any]) -> GatewayConfig:
     tables = raw.pop("tenants", {})
     if not isinstance(tables, dict):
         raise _fail(where, "tenants", "must be a table of [tenants.NAME] entries")
+    routing = raw.get("routing")
+    policies = routing.pop("policies", {}) if isinstance(routing, dict) else {}
+    if not isinstance(policies, dict):
+        raise _fail(where, "routing.policies", "must be a table of [routing.policies.CAPABILITY]")
     file: ConfigFile = _convert(where, raw, ConfigFile, "")
     file.tenants = {
         name: _convert(where, table, TenantEntry, f"tenants.{name}")
         for name, table in tables.items()
     }
+    for capability, table in policies.items():  # one by one, so that errors name the capability
+        if capability not in CAPABILITIES:
+            raise _fail(
+                where, f"routing.policies.{capability}", f"use one of {', '.join(CAPABILITIES)}"
+            )
+        field = f"routing.policies.{capability}"
+        file.routing.policies[capability] = _convert(where, table, RoutingPolicy, field)
     providers = _providers(where, file)
     models: dict[str, ModelEntry] = {}
     for index, model in enumerate(file.models):
@@ -119,16 +134,11 @@ def _build(where: Path, raw: dict[str, Any]) -> GatewayConfig:
         if model.markup < 0 or model.max_output_tokens < 1:
             raise _fail(where, field, "markup must be >= 0 and max_output_tokens >= 1")
         _check_pricing(where, field, model)
+        _check_features(where, field, model)
         if not model.upstream_model:
             model = msgspec.structs.replace(model, upstream_model=model.id)
         models[model.id] = model
-    for capability, chain in file.routing.auto.items():
-        for position, model_id in enumerate(chain):
-            field = f"routing.auto.{capability}[{position}]"
-            if model_id not in models:
-                raise _fail(where, field, f"unknown model {model_id!r}")
-            if not models[model_id].serves(capability):
-                raise _fail(where, field, f"model {model_id!r} is not a {capability} model")
+    _check_routing(where, file, models)
     tenants = {
         name: _tenant(where, name, entry, file, models) for name, entry in file.tenants.items()
     }
@@ -190,6 +200,76 @@ def _check_pricing(where: Path, field: str, model: ModelEntry) -> None:
                     )
     if pricing.credits_per_task is None and any(c.endswith("_music") for c in model.capabilities):
         raise _fail(where, f"{field}.pricing.credits_per_task", "required for music models")
+
+
+def _check_features(where: Path, field: str, model: ModelEntry) -> None:
+    for position, feature in enumerate(model.features or ()):
+        if feature not in FEATURES:
+            raise _fail(
+                where,
+                f"{field}.features[{position}]",
+                f"unknown feature {feature!r}; use {', '.join(FEATURES)}",
+            )
+        image_model = any(c.endswith("_to_image") for c in model.capabilities)
+        if (feature == "hd") != image_model:
+            kind = "image" if feature == "hd" else "chat"
+            raise _fail(where, f"{field}.features[{position}]", f"{feature!r} is for {kind} models")
+
+
+def _check_routing(where: Path, file: ConfigFile, models: dict[str, ModelEntry]) -> None:
+    """Every model named by `routing` exists and serves the capability it is named for."""
+
+    def check_model(field: str, model_id: str, capability: str) -> None:
+        if model_id not in models:
+            raise _fail(where, field, f"unknown model {model_id!r}")
+        if not models[model_id].serves(capability):
+            raise _fail(where, field, f"model {model_id!r} is not a {capability} model")
+
+    routing = file.routing
+    if routing.breaker.open_seconds <= 0:
+        raise _fail(where, "routing.breaker.open_seconds", "must be > 0")
+    for capability, chain in routing.auto.items():
+        for position, model_id in enumerate(chain):
+            check_model(f"routing.auto.{capability}[{position}]", model_id, capability)
+    for capability, policy in routing.policies.items():
+        field = f"routing.policies.{capability}"
+        if capability in routing.auto:
+            raise _fail(where, field, f"give routing.auto.{capability} or this policy, not both")
+        if not policy.candidates:
+            raise _fail(where, f"{field}.candidates", "must name at least one model")
+        seen: set[str] = set()
+        for position, candidate in enumerate(policy.candidates):
+            at = f"{field}.candidates[{position}]"
+            check_model(f"{at}.model", candidate.model, capability)
+            if candidate.model in seen:
+                raise _fail(where, f"{at}.model", f"model {candidate.model!r} is named twice")
+            seen.add(candidate.model)
+            if candidate.weight is not None and policy.strategy != "weighted":
+                raise _fail(where, f"{at}.weight", 'only with strategy = "weighted"')
+            when = candidate.when
+            image = capability.endswith("_to_image")
+            if when.quality is not None and not image:
+                raise _fail(where, f"{at}.when.quality", "only for image capabilities")
+            for name in ("tools", "json_output", "vision"):
+                if getattr(when, name) is not None and capability != "chat":
+                    raise _fail(where, f"{at}.when.{name}", "only for chat")
+        if policy.max_price is not None and policy.max_price < 0:
+            raise _fail(where, f"{field}.max_price", "must be >= 0")
+        if policy.max_price is not None and not _any_within(policy, capability, models):
+            raise _fail(
+                where,
+                f"{field}.max_price",
+                f"every candidate costs more than {policy.max_price}; none could ever be used",
+            )
+
+
+def _any_within(policy: RoutingPolicy, capability: str, models: dict[str, ModelEntry]) -> bool:
+    ceiling = policy.max_price
+    return any(
+        ceiling_price(models[candidate.model], capability, quality) <= (ceiling or 0)
+        for candidate in policy.candidates
+        for quality in IMAGE_QUALITIES
+    )
 
 
 def _capabilities(

@@ -12,15 +12,21 @@ import msgspec
 
 __all__ = [
     "CAPABILITIES",
+    "FEATURES",
     "IMAGE_QUALITIES",
+    "BreakerSection",
     "Capability",
     "ConfigFile",
     "GatewaySection",
     "ModelEntry",
+    "PolicyCandidate",
     "Pricing",
+    "RoutingPolicy",
     "RoutingSection",
     "TenantEntry",
     "TenantLimits",
+    "When",
+    "ceiling_price",
     "image_price",
 ]
 
@@ -35,6 +41,10 @@ CAPABILITIES: tuple[str, ...] = (
     "text_to_music",
     "reference_audio_to_music",
 )
+FEATURES = ("tools", "json_output", "vision", "hd")
+"""What a model may declare in `features` and a request may need: `tools` (the request has
+tools), `json_output` (response_format json_object or json_schema), `vision` (image parts in
+messages), `hd` (an image task at quality hd)."""
 
 
 class Pricing(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -56,6 +66,18 @@ def image_price(pricing: Pricing, capability: str, quality: str) -> Decimal | No
     return prices.get(f"{capability}.{quality}", prices.get(quality))
 
 
+def ceiling_price(model: ModelEntry, capability: str, quality: str = "standard") -> Decimal:
+    """What a routing policy's `max_price` is compared with: chat in credits per million output
+    tokens (output USD price x markup), images in credits per image at `quality`, music in
+    credits per task."""
+    pricing = model.pricing
+    if capability == "chat":
+        return pricing.output_usd_per_mtok * model.markup
+    if capability.endswith("_music"):
+        return pricing.credits_per_task or Decimal(0)
+    return image_price(pricing, capability, quality) or Decimal(0)
+
+
 class ModelEntry(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     id: str
     provider: str
@@ -74,6 +96,9 @@ class ModelEntry(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     options_namespace: str = ""
     """The `model_options` key requests may use for this model (e.g. "alpha"); other keys are
     refused. Empty: the model takes no options."""
+    features: list[str] | None = None
+    """What the model can do (`FEATURES`); `auto` passes over it for a request that needs
+    something else. None (not given): everything, as before features existed."""
 
     def serves(self, capability: str) -> bool:
         return capability in self.capabilities
@@ -92,9 +117,56 @@ class TenantEntry(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     credits_per_usd_rate: Decimal = Decimal(1000)
 
 
+class When(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A candidate's condition: each field given must match the request (`tools = true`: only
+    requests with tools; `tools = false`: only requests without)."""
+
+    tools: bool | None = None
+    json_output: bool | None = None
+    vision: bool | None = None
+    quality: Literal["standard", "hd"] | None = None
+
+
+class PolicyCandidate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    model: str
+    weight: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    """Relative share of first picks under `strategy = "weighted"` (default 1)."""
+    when: When = msgspec.field(default_factory=When)
+
+
+class RoutingPolicy(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """How `auto` picks among the candidates of one capability, and how a call falls back."""
+
+    strategy: Literal["ordered", "weighted"] = "ordered"
+    candidates: list[PolicyCandidate]
+    max_price: Decimal | None = None
+    """A ceiling: chat in credits per million output tokens (output price x markup), images in
+    credits per image at the request's quality, music in credits per task."""
+    max_attempts: Annotated[int, msgspec.Meta(ge=1, le=10)] | None = None
+    """Upstream calls per client request at most. Default: each candidate once; more goes
+    round again (so a pinned model is retried)."""
+    backoff_ms: Annotated[int, msgspec.Meta(ge=0, le=60_000)] = 100
+    """Before calling again an upstream that already failed this request: this, doubling per
+    failure, with jitter (50 to 100 %)."""
+    max_retry_after_ms: Annotated[int, msgspec.Meta(ge=0, le=600_000)] = 2_000
+    """An upstream's `Retry-After` is waited out up to this; beyond, it is not called again."""
+
+
+class BreakerSection(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The circuit breaker of every upstream (one per provider)."""
+
+    failure_threshold: Annotated[int, msgspec.Meta(ge=1)] = 5
+    """Consecutive failures (unavailable, timeout, 502/503/504, broken connection) that open it."""
+    open_seconds: Decimal = Decimal(30)
+    """How long it stays open; then one probe request is let through (half-open)."""
+
+
 class RoutingSection(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     auto: dict[Capability, list[str]] = {}
-    """Per capability, the models `auto` tries in order."""
+    """Per capability, the models `auto` tries in order (the short form of a policy)."""
+    policies: dict[Capability, RoutingPolicy] = {}
+    """Per capability, the full form: strategy, candidates with conditions, ceiling, retries."""
+    breaker: BreakerSection = msgspec.field(default_factory=BreakerSection)
 
 
 class GatewaySection(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -15,9 +15,11 @@ import signal
 import sys
 from typing import Any
 
+from gateway.artifacts.store_url import blob_store_from_url, close_blob_store, open_blob_store
 from gateway.config.live import ConfigWatcher
 from gateway.config.loader import GatewayConfig
 from gateway.resources import open_artifacts, open_worker
+from gateway.routing.breakers import Breakers
 from gateway.routing.resolver import Router
 from gateway.settings import Settings
 from gateway.store import store_from_url
@@ -34,17 +36,20 @@ def run_worker(settings: Settings, config: GatewayConfig) -> int:
 
 async def _run(settings: Settings, config: GatewayConfig) -> None:
     store = store_from_url(settings.resolved_store_url)
+    blobs = blob_store_from_url(settings.artifacts_url, settings.resolved_artifacts_dir)
     await store.open()
     generations: list[dict[str, Any]] = []
     try:
-        router = Router(config, _providers(config, generations))
-        artifacts = open_artifacts(settings, config, store)
+        await open_blob_store(blobs)
+        breakers = Breakers()
+        router = Router(config, _providers(config, generations), breakers=breakers)
+        artifacts = open_artifacts(settings, config, store, blobs)
         worker = open_worker(settings, config, store, router, artifacts)
 
         async def apply(new: GatewayConfig) -> None:
             # Tasks under way finish with the providers they started with (closed at exit).
-            router = Router(new, _providers(new, generations))
-            worker.use(router, open_artifacts(settings, new, store), new.file.gateway)
+            router = Router(new, _providers(new, generations), breakers=breakers)
+            worker.use(router, open_artifacts(settings, new, store, blobs), new.file.gateway)
 
         watcher = ConfigWatcher(config, apply, poll_seconds=settings.config_poll_seconds)
         print(
@@ -66,6 +71,7 @@ async def _run(settings: Settings, config: GatewayConfig) -> None:
             for provider in providers.values():
                 with contextlib.suppress(Exception):
                     await provider.close()
+        await close_blob_store(blobs)
         await store.close()
 
 

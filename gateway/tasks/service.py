@@ -31,7 +31,8 @@ from gateway.errors import (
 from gateway.idempotency import claim_for
 from gateway.ids import new_task_id
 from gateway.ratelimit_headers import retry_after_seconds
-from gateway.routing.resolver import Route, Router
+from gateway.routing.options import namespace_problems
+from gateway.routing.resolver import NO_NEEDS, Choice, Route, Router
 from gateway.schemas.media import (
     ImageGenerationRequest,
     ImageToImageRequest,
@@ -47,11 +48,12 @@ from gateway.store.base import (
     TaskRecord,
     TaskStatus,
 )
-from gateway.tasks.validation import media_problems, options_problems
+from gateway.tasks.validation import media_problems
 
 __all__ = ["TaskAccepted", "TaskService"]
 
 _IDEMPOTENCY_TTL_SECONDS = 86_400
+_HD = frozenset({"hd"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +82,9 @@ class TaskService:
         problems = media_problems(request)
         if problems:
             raise _invalid(problems)
-        route = self._resolve(request.model, caller, capability)
-        problems = options_problems(request, route.model)
+        quality = getattr(request, "quality", "standard")
+        choice, route = self._resolve(request.model, caller, capability, quality)
+        problems = namespace_problems(request.model_options, choice)
         if problems:
             raise _invalid(problems)
         claim = claim_for(
@@ -93,7 +96,6 @@ class TaskService:
             lease_seconds=_IDEMPOTENCY_TTL_SECONDS,
         )
         count = request.n if isinstance(request, ImageGenerationRequest) else 1
-        quality = getattr(request, "quality", "standard")
         price = media_unit_price(route.model, capability, quality) * count
         task_input = await self._input(caller.tenant.name, request)
         result = await self._store.create_task(
@@ -140,13 +142,21 @@ class TaskService:
         error.rate = msgspec.structs.replace(result.rate, limit_tokens=0)  # for the headers
         raise error
 
-    def _resolve(self, model: str, caller: Caller, capability: str) -> Route:
+    def _resolve(
+        self, model: str, caller: Caller, capability: str, quality: str
+    ) -> tuple[Choice, Route]:
+        """The routes `model` may take, and the one the task is fixed to: for `auto`, the
+        first of the policy's order (conditions, price ceiling at `quality`) whose upstream's
+        breaker lets calls through."""
+        needs = _HD if quality == "hd" else NO_NEEDS
         try:
-            return self._router.resolve(model, caller.tenant, capability)
+            choice = self._router.choose(model, caller.tenant, capability, needs)
         except GatewayError as exc:
             if exc.status_code >= 500:
                 raise
             raise _invalid([ErrorDetail(field="model", message=exc.message)]) from exc
+        route = next((r for r in choice.routes if not r.breaker.refuses()), choice.routes[0])
+        return choice, route
 
     async def _input(self, tenant: str, request: MediaRequest) -> dict[str, Any]:
         """The request as the task shows it: metadata apart, references that were data URIs or

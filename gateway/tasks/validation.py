@@ -5,7 +5,6 @@ Every problem is one `{field, message}` detail of one 422 `validation_error`.
 
 from __future__ import annotations
 
-from gateway.config.schema import ModelEntry
 from gateway.errors import ErrorDetail
 from gateway.schemas.media import (
     ImageGenerationRequest,
@@ -21,7 +20,6 @@ __all__ = [
     "MAX_PROMPT",
     "MAX_REFERENCE_IMAGES",
     "media_problems",
-    "options_problems",
 ]
 
 MAX_PROMPT = 4000
@@ -76,18 +74,3 @@ def media_problems(request: MediaRequest) -> list[ErrorDetail]:
         if request.title is not None and len(request.title) > MAX_TITLE:
             bad("title", f"must be at most {MAX_TITLE} characters")
     return out
-
-
-def options_problems(request: MediaRequest, model: ModelEntry) -> list[ErrorDetail]:
-    """`model_options` may hold the resolved model's namespace only."""
-    return [
-        ErrorDetail(
-            field=f"model_options.{namespace}",
-            message=(
-                f"unknown namespace for model '{model.id}'"
-                + (f"; it takes '{model.options_namespace}'" if model.options_namespace else "")
-            ),
-        )
-        for namespace in request.model_options
-        if namespace != model.options_namespace
-    ]

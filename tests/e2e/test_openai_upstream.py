@@ -32,6 +32,7 @@ capability = "chat"
 owned_by = "upstream"
 markup = 1000
 max_output_tokens = 100
+options_namespace = "up"
 pricing = {{ input_usd_per_mtok = 5, output_usd_per_mtok = 15 }}
 
 [routing.auto]
@@ -73,13 +74,14 @@ def test_what_the_upstream_receives(client: openai.OpenAI, upstream: FakeOpenAI)
         messages=MESSAGES,
         max_tokens=20,
         temperature=0.2,
-        extra_body={"model_options": {"x": 1}},
+        extra_body={"model_options": {"up": {"top_k": 3}}},
     )
     sent = upstream.requests[-1]
     assert sent.headers["authorization"] == "Bearer sk-upstream-secret"
     assert sent.json["model"] == "fake-model"
     assert sent.json["max_completion_tokens"] == 20
     assert "max_tokens" not in sent.json and "model_options" not in sent.json
+    assert sent.json["top_k"] == 3  # the model's own namespace, merged into the body
     assert sent.json["temperature"] == 0.2
     client.chat.completions.create(model="up-chat", messages=MESSAGES, stream=True).close()
     streamed = upstream.requests[-1].json

@@ -109,7 +109,7 @@ MEDIA = """
 kind = "simulator"
 
 [providers.up]
-kind = "openai"
+kind = "anthropic"
 base_url = "http://127.0.0.1:1/v1"
 api_key = "x"
 
@@ -160,3 +160,108 @@ def test_capability_and_capabilities_together_are_refused(tmp_path: Path) -> Non
     text = BASE.replace('capability = "chat"', 'capability = "chat"\ncapabilities = ["chat"]')
     with pytest.raises(ConfigError, match="not both"):
         load_config(write(tmp_path, text))
+
+
+POLICY = """
+[providers.sim]
+kind = "simulator"
+
+[[models]]
+id = "m1"
+provider = "sim"
+capability = "chat"
+features = ["tools"]
+pricing = { input_usd_per_mtok = 0.5, output_usd_per_mtok = 1.5 }
+
+[[models]]
+id = "img"
+provider = "sim"
+capability = "text_to_image"
+pricing = { credits_per_image = { standard = 50, hd = 300 } }
+
+[routing.policies.chat]
+strategy = "weighted"
+candidates = [{ model = "m1", weight = 2, when = { tools = true } }]
+max_price = 1500
+max_attempts = 3
+backoff_ms = 50
+max_retry_after_ms = 1000
+
+[routing.breaker]
+failure_threshold = 3
+open_seconds = 0.5
+
+[tenants.default]
+"""
+
+
+def test_a_full_policy_and_breaker_settings_load(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, POLICY))
+    policy = config.file.routing.policies["chat"]
+    assert policy.strategy == "weighted" and policy.candidates[0].weight == 2
+    assert policy.candidates[0].when.tools is True
+    assert policy.max_price == Decimal(1500) and policy.max_attempts == 3
+    assert config.file.routing.breaker.open_seconds == Decimal("0.5")
+    assert config.models["m1"].features == ["tools"]
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "problem"),
+    [
+        (('model = "m1", weight', 'model = "m9", weight'), "policies.chat.candidates[0].model", ""),
+        (
+            ('model = "m1", weight', 'model = "img", weight'),
+            "routing.policies.chat.candidates[0].model",
+            "is not a chat model",
+        ),
+        (
+            ('strategy = "weighted"', 'strategy = "ordered"'),
+            "routing.policies.chat.candidates[0].weight",
+            "only with strategy",
+        ),
+        (
+            ("when = { tools = true }", 'when = { quality = "hd" }'),
+            "routing.policies.chat.candidates[0].when.quality",
+            "only for image",
+        ),
+        (
+            ("when = { tools = true }", "when = { tool = true }"),
+            "routing.policies.chat.candidates[0].when",
+            "unknown field `tool`",
+        ),
+        (('strategy = "weighted"', 'strategy = "random"'), "routing.policies.chat.strategy", ""),
+        (("max_price = 1500", "max_price = 1499"), "routing.policies.chat.max_price", "none"),
+        (("max_price = 1500", "max_price = -1"), "routing.policies.chat.max_price", ">= 0"),
+        (("max_attempts = 3", "max_attempts = 0"), "routing.policies.chat.max_attempts", ""),
+        (("weight = 2", "weight = 0"), "routing.policies.chat.candidates[0].weight", ""),
+        (("open_seconds = 0.5", "open_seconds = 0"), "routing.breaker.open_seconds", "> 0"),
+        (
+            ("failure_threshold = 3", "failure_threshold = 0"),
+            "routing.breaker.failure_threshold",
+            "",
+        ),
+        (('features = ["tools"]', 'features = ["telepathy"]'), "models[0].features[0]", "unknown"),
+        (('features = ["tools"]', 'features = ["hd"]'), "models[0].features[0]", "image models"),
+        (
+            ("[tenants.default]", '[routing.auto]\nchat = ["m1"]\n\n[tenants.default]'),
+            "routing.policies.chat",
+            "not both",
+        ),
+        (
+            ("candidates = [{ model", 'candidates = [{ model = "m1" }, { model'),
+            "routing.policies.chat.candidates[1].model",
+            "named twice",
+        ),
+    ],
+)
+def test_policy_errors_name_file_field_and_problem(
+    tmp_path: Path, change: tuple[str, str], field: str, problem: str
+) -> None:
+    assert change[0] in POLICY
+    path = write(tmp_path, POLICY.replace(*change))
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: ")
+    assert field in message, message
+    assert problem in message, message

@@ -1,0 +1,41 @@
+"""What resolving a model name gives: a `Route` (a model, its provider and the provider's
+breaker) and a `Choice` (the routes a call may try, in order, and how it retries)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.config.schema import ModelEntry
+from gateway.routing.breakers import Breaker
+from gateway.routing.fallback import RetryPolicy
+from providers.base import ChatProvider
+
+__all__ = ["Choice", "Route"]
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """A model and its provider. `provider` implements the protocol of every capability the
+    model serves (`providers.base`)."""
+
+    model: ModelEntry
+    provider: Any
+    breaker: Breaker
+    note: str = field(default="", compare=False)
+    """`x-gateway-route` when `auto` picked this model and it answered at once."""
+
+    @property
+    def chat(self) -> ChatProvider:
+        provider: ChatProvider = self.provider
+        return provider
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Choice:
+    """The routes of one request, in the order to try them. The router keeps and reuses these
+    (compared by identity), so a caller may cache what it derives from one."""
+
+    routes: tuple[Route, ...]
+    pinned: bool
+    retry: RetryPolicy
