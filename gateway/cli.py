@@ -16,7 +16,7 @@ from typing import Any
 
 from gateway.billing.money import format_credits, parse_credits
 from gateway.config.loader import ConfigError, GatewayConfig, load_config
-from gateway.settings import Settings
+from gateway.settings import Settings, SettingsError
 from gateway.store import store_from_url
 from gateway.store.base import LedgerKind, Store
 
@@ -69,7 +69,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    settings = Settings.from_env()
+    try:
+        settings = Settings.from_env()
+    except SettingsError as exc:
+        _err(str(exc))
+        return 2
     if getattr(args, "config", None):
         settings = replace(settings, config_path=args.config)
     try:
@@ -118,7 +122,7 @@ def auto_dry_run(config: GatewayConfig) -> list[str]:
 
     router = Router(config, dict.fromkeys(config.providers))
     lines = []
-    capabilities = list(config.file.routing.auto)
+    capabilities = router.auto_capabilities()
     for name, tenant in sorted(config.tenants.items()):
         picks = []
         for capability in capabilities:

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.admission import Gatekeeper
-from gateway.artifacts import FetchPolicy, LocalBlobStore, ReferenceFetcher, UrlSigner
+from gateway.artifacts import BlobStore, FetchPolicy, ReferenceFetcher, UrlSigner
 from gateway.artifacts.addresses import parse_networks
 from gateway.artifacts.service import ArtifactService
+from gateway.artifacts.store_url import blob_store_from_url, close_blob_store, open_blob_store
 from gateway.auth import Authenticator
 from gateway.chat.service import ChatService
 from gateway.config.loader import GatewayConfig
@@ -23,6 +24,7 @@ from gateway.finisher import CallFinisher
 from gateway.health import StoreHealth
 from gateway.ids import new_call_id
 from gateway.logging import get_logger
+from gateway.routing.breakers import Breakers
 from gateway.routing.resolver import Router
 from gateway.settings import Settings
 from gateway.store import store_from_url
@@ -69,6 +71,8 @@ class Runtime:
         self.finisher = CallFinisher(self.store)
         self.gatekeeper = Gatekeeper(self.store)
         self.health = StoreHealth(self.store)
+        self.breakers = Breakers()
+        self.blobs = blob_store_from_url(settings.artifacts_url, settings.resolved_artifacts_dir)
         self._retire_seconds = retire_seconds
         self._generations: list[dict[str, Any]] = []
         self._worker: Worker | None = None
@@ -78,6 +82,7 @@ class Runtime:
 
     async def open(self) -> None:
         await self.store.open()
+        await open_blob_store(self.blobs)
         self.finisher.start()
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
 
@@ -91,8 +96,9 @@ class Runtime:
         except BaseException:
             await _close_providers(providers)
             raise
-        router = Router(config, providers)
-        artifacts = open_artifacts(settings, config, store)
+        # One breaker registry for the process: a reload keeps what it knows of each upstream.
+        router = Router(config, providers, breakers=self.breakers)
+        artifacts = open_artifacts(settings, config, store, self.blobs)
         if self._worker is None:
             self._worker = open_worker(settings, config, store, router, artifacts)
             self._worker.start()
@@ -137,6 +143,7 @@ class Runtime:
         for providers in self._generations:
             await _close_providers(providers)
         self._generations.clear()
+        await close_blob_store(self.blobs)
         await self.store.close()
 
     async def _retire(self, providers: dict[str, Any]) -> None:
@@ -179,7 +186,9 @@ async def _close_providers(providers: dict[str, Any]) -> None:
             )
 
 
-def open_artifacts(settings: Settings, config: GatewayConfig, store: Store) -> ArtifactService:
+def open_artifacts(
+    settings: Settings, config: GatewayConfig, store: Store, blobs: BlobStore
+) -> ArtifactService:
     section = config.file.gateway
     policy = FetchPolicy(
         allow_http=section.fetch_allow_http,
@@ -187,7 +196,7 @@ def open_artifacts(settings: Settings, config: GatewayConfig, store: Store) -> A
     )
     return ArtifactService(
         store,
-        LocalBlobStore(settings.resolved_artifacts_dir),
+        blobs,
         UrlSigner(signing_secret(settings)),
         ReferenceFetcher(policy),
         retention_seconds=float(section.artifact_retention_days) * 86_400,

@@ -5,12 +5,63 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
-__all__ = ["DEFAULT_CONFIG", "DEFAULT_DATA_DIR", "Settings"]
+__all__ = [
+    "DEFAULT_CONFIG",
+    "DEFAULT_DATA_DIR",
+    "LOG_LEVELS",
+    "Settings",
+    "SettingsError",
+    "default_config",
+]
 
 DEFAULT_DATA_DIR = Path("data")
 DEFAULT_CONFIG = Path("config/gateway.toml")
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+class SettingsError(ValueError):
+    """An environment variable holds a value the gateway cannot use; the message names it."""
+
+
+def default_config() -> Path:
+    """`config/gateway.toml` in the working directory, else the copy shipped in the package
+    (so `gateway serve` works from any directory)."""
+    if DEFAULT_CONFIG.exists():
+        return DEFAULT_CONFIG
+    return Path(str(files("gateway.config").joinpath("default.toml")))
+
+
+def _number(
+    env: Mapping[str, str],
+    name: str,
+    default: str,
+    kind: type[int] | type[float],
+    low: float,
+    high: float | None = None,
+) -> Any:
+    raw = env.get(name) or default
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = None
+    if value is None or value < low or (high is not None and value > high):
+        bound = f"from {low:g} to {high:g}" if high is not None else f"of at least {low:g}"
+        noun = "a whole number" if kind is int else "a number"
+        raise SettingsError(f"{name} must be {noun} {bound} (got {raw!r})")
+    return value
+
+
+def _choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = (env.get(name) or default).lower()
+    if value not in choices:
+        raise SettingsError(f"{name} must be one of {', '.join(choices)} (got {value!r})")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,26 +86,34 @@ class Settings:
     public_url: str = ""
     """Prefix of the content URLs in task outputs (e.g. https://gw.example.com); empty:
     relative URLs (/v1/artifacts/...)."""
+    artifacts_url: str = ""
+    """Where artifact bytes live (GATEWAY_ARTIFACTS_URL): empty for `resolved_artifacts_dir`,
+    file:///path, or s3://BUCKET/PREFIX?endpoint=... (see gateway.artifacts.store_url)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """SettingsError (naming the variable) for a value that cannot be used."""
         env = os.environ if env is None else env
         cache = env.get("GATEWAY_KEY_CACHE_SECONDS")
+        artifacts = env.get("GATEWAY_ARTIFACTS_DIR")
         return cls(
             host=env.get("GATEWAY_HOST", "127.0.0.1"),
-            port=int(env.get("GATEWAY_PORT", "8080")),
+            port=_number(env, "GATEWAY_PORT", "8080", int, 1, 65535),
             store_url=env.get("GATEWAY_STORE_URL", ""),
-            config_path=Path(env.get("GATEWAY_CONFIG", str(DEFAULT_CONFIG))),
+            config_path=Path(env["GATEWAY_CONFIG"])
+            if env.get("GATEWAY_CONFIG")
+            else default_config(),
             data_dir=Path(env.get("GATEWAY_DATA_DIR", str(DEFAULT_DATA_DIR))),
-            log_level=env.get("GATEWAY_LOG_LEVEL", "info").lower(),
-            key_cache_seconds=float(cache) if cache else None,
-            workers=int(env.get("GATEWAY_WORKERS", "4")),
-            artifacts_dir=Path(env["GATEWAY_ARTIFACTS_DIR"])
-            if env.get("GATEWAY_ARTIFACTS_DIR")
+            log_level=_choice(env, "GATEWAY_LOG_LEVEL", "info", LOG_LEVELS),
+            key_cache_seconds=_number(env, "GATEWAY_KEY_CACHE_SECONDS", cache or "0", float, 0)
+            if cache
             else None,
+            workers=_number(env, "GATEWAY_WORKERS", "4", int, 0, 1024),
+            artifacts_dir=Path(artifacts) if artifacts else None,
             signing_secret=env.get("GATEWAY_SIGNING_SECRET", ""),
             public_url=env.get("GATEWAY_PUBLIC_URL", ""),
-            config_poll_seconds=float(env.get("GATEWAY_CONFIG_POLL_SECONDS", "1")),
+            artifacts_url=env.get("GATEWAY_ARTIFACTS_URL", ""),
+            config_poll_seconds=_number(env, "GATEWAY_CONFIG_POLL_SECONDS", "1", float, 0),
         )
 
     @property
