@@ -23,31 +23,52 @@ class ChatPrice:
     input_units_per_mtok: Decimal
     cached_input_units_per_mtok: Decimal
     output_units_per_mtok: Decimal
+    cache_write_units_per_mtok: Decimal | None = None
+    """None: cache writes cost the input price."""
+    reported_cost_units_per_usd: Decimal | None = None
+    """Set when the model is charged by the cost its upstream reports: units per USD."""
 
     @classmethod
     def of(cls, model: ModelEntry) -> ChatPrice:
         scale = model.markup * UNITS_PER_CREDIT
         pricing = model.pricing
         cached = pricing.cached_input_usd_per_mtok
+        writes = pricing.cache_write_usd_per_mtok
         return cls(
             input_units_per_mtok=pricing.input_usd_per_mtok * scale,
             cached_input_units_per_mtok=(pricing.input_usd_per_mtok if cached is None else cached)
             * scale,
             output_units_per_mtok=pricing.output_usd_per_mtok * scale,
+            cache_write_units_per_mtok=None if writes is None else writes * scale,
+            reported_cost_units_per_usd=scale if pricing.use_reported_cost else None,
         )
 
     def hold_units(self, prompt_tokens: int, completion_tokens: int) -> int:
-        """Worst case, rounded up: a hold must never be smaller than the charge it covers."""
-        cost = prompt_tokens * self.input_units_per_mtok
+        """Worst case, rounded up: a hold must never be smaller than the token charge it covers
+        (every prompt token at the dearer of the input and cache-write prices)."""
+        per_prompt_token = self.input_units_per_mtok
+        if self.cache_write_units_per_mtok is not None:
+            per_prompt_token = max(per_prompt_token, self.cache_write_units_per_mtok)
+        cost = prompt_tokens * per_prompt_token
         cost += completion_tokens * self.output_units_per_mtok
         return int((cost / _MILLION).to_integral_value(rounding=ROUND_CEILING))
 
     def charge_units(
-        self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0
+        self,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cached_tokens: int = 0,
+        cache_write_tokens: int = 0,
     ) -> int:
+        """Prompt tokens read from the cache at the cached price, written to it at the
+        cache-write price, the rest at the input price; half-up to whole units."""
         cached = min(max(cached_tokens, 0), prompt_tokens)
-        cost = (prompt_tokens - cached) * self.input_units_per_mtok
+        written = min(max(cache_write_tokens, 0), prompt_tokens - cached)
+        cost = (prompt_tokens - cached - written) * self.input_units_per_mtok
         cost += cached * self.cached_input_units_per_mtok
+        if written:
+            rate = self.cache_write_units_per_mtok
+            cost += written * (self.input_units_per_mtok if rate is None else rate)
         cost += completion_tokens * self.output_units_per_mtok
         return int((cost / _MILLION).quantize(_ONE, rounding=ROUND_HALF_UP))
 

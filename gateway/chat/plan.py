@@ -47,6 +47,9 @@ class HoldBound:
                 input_units_per_mtok=max(p.input_units_per_mtok for p in prices),
                 cached_input_units_per_mtok=max(p.cached_input_units_per_mtok for p in prices),
                 output_units_per_mtok=max(p.output_units_per_mtok for p in prices),
+                cache_write_units_per_mtok=max(
+                    p.cache_write_units_per_mtok or p.input_units_per_mtok for p in prices
+                ),
             )
         return cls(price=price, max_output_tokens=max(limits), min_output_tokens=min(limits))
 

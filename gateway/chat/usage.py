@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from gateway.billing.money import format_credits, format_usd
@@ -10,6 +10,8 @@ from gateway.billing.pricing import ChatPrice, estimate_prompt_tokens
 from providers.base import Usage
 
 __all__ = ["Charge", "charge_for", "usage_fields"]
+
+_ONE = Decimal(1)
 
 
 class Charge:
@@ -40,11 +42,34 @@ def charge_for(
         prompt, completion = usage.prompt_tokens, usage.completion_tokens
     else:
         prompt, completion = estimate_prompt_tokens(body_size), produced_chunks
-    cached = 0
-    details = (usage_body or {}).get("prompt_tokens_details")
-    if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
-        cached = details["cached_tokens"]
-    return Charge(price.charge_units(prompt, completion, cached), prompt, completion)
+    body = usage_body or {}
+    if price.reported_cost_units_per_usd is not None:
+        reported = _reported_cost(body)
+        if reported is not None:
+            units = (reported * price.reported_cost_units_per_usd).quantize(
+                _ONE, rounding=ROUND_HALF_UP
+            )
+            return Charge(int(units), prompt, completion)
+    cached = written = 0
+    details = body.get("prompt_tokens_details")
+    if isinstance(details, dict):
+        if isinstance(details.get("cached_tokens"), int):
+            cached = details["cached_tokens"]
+        if isinstance(details.get("cache_creation_tokens"), int):
+            written = details["cache_creation_tokens"]
+    return Charge(price.charge_units(prompt, completion, cached, written), prompt, completion)
+
+
+def _reported_cost(usage_body: dict[str, Any]) -> Decimal | None:
+    """`usage.cost` in USD as some upstreams report it (a number or a numeric string)."""
+    cost = usage_body.get("cost")
+    if isinstance(cost, bool) or not isinstance(cost, int | float | str):
+        return None
+    try:
+        value = Decimal(str(cost))
+    except ArithmeticError:
+        return None
+    return value if value.is_finite() and value >= 0 else None
 
 
 def usage_fields(usage_body: dict[str, Any], charge: Charge, rate: Decimal) -> dict[str, Any]:

@@ -172,6 +172,7 @@ def _check_pricing(where: Path, field: str, model: ModelEntry) -> None:
     pricing = model.pricing
     numbers = [pricing.input_usd_per_mtok, pricing.output_usd_per_mtok]
     numbers += [pricing.cached_input_usd_per_mtok or Decimal(0)]
+    numbers += [pricing.cache_write_usd_per_mtok or Decimal(0)]
     numbers += [pricing.credits_per_task or Decimal(0)]
     numbers += list(pricing.credits_per_image.values())
     if any(n < 0 for n in numbers):

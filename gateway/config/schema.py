@@ -56,6 +56,11 @@ class Pricing(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     input_usd_per_mtok: Decimal = Decimal(0)
     output_usd_per_mtok: Decimal = Decimal(0)
     cached_input_usd_per_mtok: Decimal | None = None
+    cache_write_usd_per_mtok: Decimal | None = None
+    """Prompt tokens written to the upstream's cache (Anthropic); default: the input price."""
+    use_reported_cost: bool = False
+    """Charge the USD cost the upstream reports in `usage.cost` (x markup) instead of pricing
+    the tokens; tokens are priced when it reports none."""
     credits_per_image: dict[str, Decimal] = {}
     credits_per_task: Decimal | None = None
 
