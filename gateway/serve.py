@@ -34,7 +34,9 @@ async def _bootstrap(settings: Settings, config: GatewayConfig) -> str | None:
 
 async def _check_blobs(settings: Settings) -> None:
     """The artifact store answers and its bucket exists (S3), before anything is printed."""
-    from gateway.artifacts.s3 import BucketUnusable  # loads botocore: only when serving
+    if not settings.artifacts_url.startswith("s3:"):
+        return  # a local folder: nothing to check, and botocore (~20 MB) stays unloaded
+    from gateway.artifacts.s3 import BucketUnusable
 
     blobs = blob_store_from_url(settings.artifacts_url, settings.resolved_artifacts_dir)
     try:

@@ -1,4 +1,4 @@
-"""Config names -> adapters. Adding a provider is a folder plus one line here.
+"""Config names -> adapters. Adding a provider is a folder plus one line in `_KINDS`.
 
 Each adapter module exposes `Options` (a msgspec Struct of its config table, so a config error
 names the field) and `create(name, options)`, which returns a ready provider owning its own
@@ -9,6 +9,7 @@ ImageProvider for the image ones, MusicProvider for the music ones) and no other
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -29,37 +30,28 @@ class ProviderSpec(msgspec.Struct, frozen=True):
 
 _ALL = CAPABILITIES
 
-
-def _specs() -> dict[str, ProviderSpec]:
-    from providers import anthropic, gemini, openai, replicate, simulator
-
-    return {
-        "simulator": ProviderSpec(simulator.Options, simulator.create, _ALL),
-        "anthropic": ProviderSpec(anthropic.Options, anthropic.create, frozenset({"chat"})),
-        "gemini": ProviderSpec(gemini.Options, gemini.create, frozenset({"chat"})),
-        "openai": ProviderSpec(
-            openai.Options,
-            openai.create,
-            frozenset({"chat", "text_to_image", "image_to_image"}),
-        ),
-        "replicate": ProviderSpec(
-            replicate.Options,
-            replicate.create,
-            frozenset({"text_to_music", "reference_audio_to_music"}),
-        ),
-    }
+_KINDS: dict[str, tuple[str, frozenset[str]]] = {
+    "simulator": ("providers.simulator", _ALL),
+    "anthropic": ("providers.anthropic", frozenset({"chat"})),
+    "gemini": ("providers.gemini", frozenset({"chat"})),
+    "openai": ("providers.openai", frozenset({"chat", "text_to_image", "image_to_image"})),
+    "replicate": ("providers.replicate", frozenset({"text_to_music", "reference_audio_to_music"})),
+}
+"""kind -> (its adapter module, the capabilities it serves). A module is imported only when a
+routing file names its kind: start-up time and memory stay those of the adapters in use."""
 
 
 def known_kinds() -> list[str]:
-    return sorted(_specs())
+    return sorted(_KINDS)
 
 
 def spec_for(kind: str) -> ProviderSpec:
     """KeyError (with the known kinds) when no adapter has that name."""
-    specs = _specs()
-    if kind not in specs:
-        raise KeyError(f"unknown provider kind {kind!r}; known: {', '.join(sorted(specs))}")
-    return specs[kind]
+    if kind not in _KINDS:
+        raise KeyError(f"unknown provider kind {kind!r}; known: {', '.join(sorted(_KINDS))}")
+    module_name, capabilities = _KINDS[kind]
+    module = importlib.import_module(module_name)
+    return ProviderSpec(module.Options, module.create, capabilities)
 
 
 def serves(kind: str, capability: str) -> bool:
@@ -68,4 +60,6 @@ def serves(kind: str, capability: str) -> bool:
     if capability not in CAPABILITIES:
         known = ", ".join(sorted(CAPABILITIES))
         raise ValueError(f"unknown capability {capability!r}; known: {known}")
-    return capability in spec_for(kind).capabilities
+    if kind not in _KINDS:
+        raise KeyError(f"unknown provider kind {kind!r}; known: {', '.join(sorted(_KINDS))}")
+    return capability in _KINDS[kind][1]

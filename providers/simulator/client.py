@@ -26,8 +26,6 @@ from providers.base import (
 from providers.errors import ProviderError, UpstreamUnavailable
 from providers.simulator.directives import Directives, failure_for, parse_directives
 from providers.simulator.generator import Answer, logprob_items, plan_answer, seed_of
-from providers.simulator.images import generate_images
-from providers.simulator.music import generate_music
 from providers.simulator.options import Options
 
 __all__ = ["SimulatorProvider", "SimulatorStream", "create"]
@@ -101,11 +99,16 @@ class SimulatorProvider:
         )
 
     async def generate_images(self, request: ImageRequest, control: TaskControl) -> ImageResult:
+        # Imported on first use: Pillow costs a chat-only gateway ~10 MB and ~50 ms at start.
+        from providers.simulator.images import generate_images
+
         return await generate_images(
             self.name, self._options, request, control, unlucky=self._unlucky()
         )
 
     async def generate_music(self, request: MusicRequest, control: TaskControl) -> MusicResult:
+        from providers.simulator.music import generate_music
+
         return await generate_music(
             self.name, self._options, request, control, unlucky=self._unlucky()
         )
