@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(settings.config_path)
     except ConfigError as exc:
-        _err(f"config error: {exc}")
+        for problem in exc.problems:  # every problem, one line each
+            _err(f"config error: {problem}")
         return 2
     if args.command == "config":
         models, tenants = len(config.models), len(config.tenants)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
 import re
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -34,7 +36,12 @@ _MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")
 
 
 class ConfigError(Exception):
-    """The routing file cannot be used; the message is meant for the operator as it is."""
+    """The routing file cannot be used; the message is meant for the operator as it is (one
+    line per problem; `problems` lists them when there are several)."""
+
+    def __init__(self, message: str, *, problems: list[ConfigError] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or [self]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,68 +111,113 @@ def _build(where: Path, raw: dict[str, Any]) -> GatewayConfig:
     if not isinstance(policies, dict):
         raise _fail(where, "routing.policies", "must be a table of [routing.policies.CAPABILITY]")
     file: ConfigFile = _convert(where, raw, ConfigFile, "")
-    file.tenants = {
-        name: _convert(where, table, TenantEntry, f"tenants.{name}")
-        for name, table in tables.items()
-    }
+    problems = _Problems()
+    for name, table in tables.items():
+        with problems.each():
+            file.tenants[name] = _convert(where, table, TenantEntry, f"tenants.{name}")
     for capability, table in policies.items():  # one by one, so that errors name the capability
-        if capability not in CAPABILITIES:
-            raise _fail(
-                where, f"routing.policies.{capability}", f"use one of {', '.join(CAPABILITIES)}"
-            )
-        field = f"routing.policies.{capability}"
-        file.routing.policies[capability] = _convert(where, table, RoutingPolicy, field)
-    providers = _providers(where, file)
+        with problems.each():
+            if capability not in CAPABILITIES:
+                raise _fail(
+                    where,
+                    f"routing.policies.{capability}",
+                    f"use one of {', '.join(CAPABILITIES)}",
+                )
+            field = f"routing.policies.{capability}"
+            file.routing.policies[capability] = _convert(where, table, RoutingPolicy, field)
+    providers = _providers(where, file, problems)
     models: dict[str, ModelEntry] = {}
     for index, model in enumerate(file.models):
-        field = f"models[{index}]"
-        if not _MODEL_ID.match(model.id) or model.id == "auto":
-            raise _fail(where, f"{field}.id", f"{model.id!r} is not a usable model id")
-        if model.id in models:
-            raise _fail(where, f"{field}.id", f"duplicate model id {model.id!r}")
-        if model.provider not in providers:
-            raise _fail(
-                where,
-                f"{field}.provider",
-                f"unknown provider {model.provider!r}; declare it "
-                f"under [providers.{model.provider}]",
-            )
-        model = _capabilities(where, field, model, providers)
-        if model.markup < 0 or model.max_output_tokens < 1:
-            raise _fail(where, field, "markup must be >= 0 and max_output_tokens >= 1")
-        _check_pricing(where, field, model)
-        _check_features(where, field, model)
-        if not model.upstream_model:
-            model = msgspec.structs.replace(model, upstream_model=model.id)
-        models[model.id] = model
-    _check_routing(where, file, models)
-    tenants = {
-        name: _tenant(where, name, entry, file, models) for name, entry in file.tenants.items()
-    }
+        if model.provider in file.providers and model.provider not in providers:
+            continue  # its provider's own error is reported; this model's would only echo it
+        with problems.each():
+            _model(where, f"models[{index}]", model, models, providers)
+    tenants: dict[str, Tenant] = {}
+    if not problems.errors:  # routing and tenants name models: check them on a sound list
+        with problems.each():
+            _check_routing(where, file, models)
+        for name, entry in file.tenants.items():
+            with problems.each():
+                tenants[name] = _tenant(where, name, entry, file, models)
+    problems.raise_any()
     return GatewayConfig(path=where, file=file, providers=providers, models=models, tenants=tenants)
 
 
-def _providers(where: Path, file: ConfigFile) -> dict[str, ProviderConfig]:
+def _model(
+    where: Path,
+    field: str,
+    model: ModelEntry,
+    models: dict[str, ModelEntry],
+    providers: dict[str, ProviderConfig],
+) -> None:
+    if not _MODEL_ID.match(model.id) or model.id == "auto":
+        raise _fail(where, f"{field}.id", f"{model.id!r} is not a usable model id")
+    if model.id in models:
+        raise _fail(where, f"{field}.id", f"duplicate model id {model.id!r}")
+    if model.provider not in providers:
+        raise _fail(
+            where,
+            f"{field}.provider",
+            f"unknown provider {model.provider!r}; declare it under [providers.{model.provider}]",
+        )
+    model = _capabilities(where, field, model, providers)
+    if model.markup < 0 or model.max_output_tokens < 1:
+        raise _fail(where, field, "markup must be >= 0 and max_output_tokens >= 1")
+    _check_pricing(where, field, model)
+    _check_features(where, field, model)
+    if not model.upstream_model:
+        model = msgspec.structs.replace(model, upstream_model=model.id)
+    models[model.id] = model
+
+
+class _Problems:
+    """Every independent item's first error, so that one check reports them all."""
+
+    def __init__(self) -> None:
+        self.errors: list[ConfigError] = []
+
+    @contextlib.contextmanager
+    def each(self) -> Iterator[None]:
+        try:
+            yield
+        except ConfigError as exc:
+            self.errors.append(exc)
+
+    def raise_any(self) -> None:
+        if len(self.errors) == 1:
+            raise self.errors[0]
+        if self.errors:
+            raise ConfigError("\n".join(str(e) for e in self.errors), problems=self.errors)
+
+
+def _providers(where: Path, file: ConfigFile, problems: _Problems) -> dict[str, ProviderConfig]:
     result: dict[str, ProviderConfig] = {}
     for name, table in file.providers.items():
-        field = f"providers.{name}"
-        options = dict(table)
-        kind = options.pop("kind", None)
-        if not isinstance(kind, str):
-            raise _fail(where, f"{field}.kind", 'missing: name the adapter, e.g. kind = "openai"')
-        try:
-            spec = spec_for(kind)
-        except KeyError as exc:
-            raise _fail(where, f"{field}.kind", str(exc.args[0])) from exc
-        parsed = _convert(where, options, spec.options_type, field)
-        resolve = getattr(parsed, "resolve_api_key", None)
-        if resolve is not None:  # a key named by api_key_env must be there before anything runs
-            try:
-                resolve(os.environ)
-            except ValueError as exc:
-                raise _fail(where, f"{field}.{exc}", "set it, or give api_key") from exc
-        result[name] = ProviderConfig(name=name, kind=kind, options=parsed)
+        with problems.each():
+            _provider(where, name, table, result)
     return result
+
+
+def _provider(
+    where: Path, name: str, table: dict[str, Any], result: dict[str, ProviderConfig]
+) -> None:
+    field = f"providers.{name}"
+    options = dict(table)
+    kind = options.pop("kind", None)
+    if not isinstance(kind, str):
+        raise _fail(where, f"{field}.kind", 'missing: name the adapter, e.g. kind = "openai"')
+    try:
+        spec = spec_for(kind)
+    except KeyError as exc:
+        raise _fail(where, f"{field}.kind", str(exc.args[0])) from exc
+    parsed = _convert(where, options, spec.options_type, field)
+    resolve = getattr(parsed, "resolve_api_key", None)
+    if resolve is not None:  # a key named by api_key_env must be there before anything runs
+        try:
+            resolve(os.environ)
+        except ValueError as exc:
+            raise _fail(where, f"{field}.{exc}", "set it, or give api_key") from exc
+    result[name] = ProviderConfig(name=name, kind=kind, options=parsed)
 
 
 def _check_pricing(where: Path, field: str, model: ModelEntry) -> None:

@@ -265,3 +265,40 @@ def test_policy_errors_name_file_field_and_problem(
     assert message.startswith(f"{path}: ")
     assert field in message, message
     assert problem in message, message
+
+
+def test_every_independent_problem_is_reported_at_once(tmp_path: Path) -> None:
+    text = """
+[providers.sim]
+kind = "simulator"
+
+[providers.broken]
+kind = "nope"
+
+[[models]]
+id = "auto"
+provider = "sim"
+capability = "chat"
+
+[[models]]
+id = "orphan"
+provider = "missing"
+capability = "chat"
+
+[[models]]
+id = "via-broken"
+provider = "broken"
+capability = "chat"
+
+[tenants.t]
+requests_per_minute = "many"
+"""
+    with pytest.raises(ConfigError) as error:
+        load_config(write(tmp_path, text))
+    fields = [str(p).split(": ")[1] for p in error.value.problems]
+    assert fields == [
+        "tenants.t.requests_per_minute",
+        "providers.broken.kind",
+        "models[0].id",
+        "models[1].provider",
+    ]  # models[2] only echoes its provider's error: not repeated
