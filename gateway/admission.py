@@ -10,7 +10,9 @@ from __future__ import annotations
 import msgspec
 
 from gateway.auth import Caller
+from gateway.billing.money import format_credits
 from gateway.errors import (
+    ErrorDetail,
     GatewayError,
     IdempotencyInProgress,
     IdempotencyKeyReused,
@@ -64,7 +66,30 @@ class Gatekeeper:
         outcome = result.outcome
         if outcome is AdmissionOutcome.ADMITTED or outcome is AdmissionOutcome.REPLAY:
             return result
+        if outcome is AdmissionOutcome.INSUFFICIENT_CREDITS:
+            error: GatewayError = _too_poor(hold_units, result.available_units)
+            error.rate = result.rate
+            raise error
         raise _refusal(outcome, result.rate)
+
+
+def _too_poor(hold_units: int, available_units: int) -> InsufficientCredits:
+    """A 402 that says what the call needed, what the wallet has, and how to need less."""
+    needed, available = format_credits(hold_units), format_credits(max(available_units, 0))
+    return InsufficientCredits(
+        f"This call needs a hold of {needed} credits for its worst case and the wallet has "
+        f"{available} available. The hold prices the whole request body as prompt tokens plus "
+        "max_completion_tokens (or the model's output limit when unset) as output tokens: set "
+        "a smaller max_completion_tokens, or add credits.",
+        details=[
+            ErrorDetail(field="hold_credits", message=needed),
+            ErrorDetail(field="available_credits", message=available),
+            ErrorDetail(
+                field="max_completion_tokens",
+                message="set it lower to make the hold smaller",
+            ),
+        ],
+    )
 
 
 def _refusal(outcome: AdmissionOutcome, rate: RateState) -> GatewayError:

@@ -86,7 +86,12 @@ def test_insufficient_credits_is_402_and_costs_nothing(gateway: GatewayProcess) 
         f"{gateway.base_url}/chat/completions", json=body, headers=headers_for(key)
     )
     assert response.status_code == 402
-    assert response.json()["error"]["code"] == "insufficient_credits"
+    error = response.json()["error"]
+    assert error["code"] == "insufficient_credits"
+    details = {d["field"]: d["message"] for d in error["details"]}
+    assert details["available_credits"] == "0.0000"
+    assert Decimal(details["hold_credits"]) > 0  # what the call needed
+    assert "max_completion_tokens" in details and "max_completion_tokens" in error["message"]
     assert wallet(gateway, key)["balance_credits"] == "0.0000"
     assert ledger(gateway, key)[0]["kind"] == "adjustment"
 
