@@ -20,9 +20,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
-import socket
-import time
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +28,8 @@ import aiohttp
 import msgspec
 from aiohttp import web
 from PIL import Image
+
+from tests.fakes.server import FakeServer
 
 __all__ = ["FakeOpenAIImages", "ImageReply", "ImagesRequest", "Part", "image_bytes"]
 
@@ -99,62 +98,19 @@ class ImagesRequest:
         return dict(self.json) if isinstance(self.json, dict) else dict(self.fields)
 
 
-class FakeOpenAIImages:
-    """The server, its script and its records; `base_url` ends in `/v1`."""
+class FakeOpenAIImages(FakeServer[ImagesRequest, ImageReply]):
+    """The OpenAI Images fake (see `FakeServer`); `base_url` ends in `/v1`."""
+
+    client_max_size = 64 * 1024 * 1024
+    thread_name = "fake-openai-images"
 
     def __init__(self) -> None:
-        self.requests: list[ImagesRequest] = []
-        self.disconnects = 0  # requests whose client went away before the answer
-        self._script: deque[ImageReply] = deque()
-        self._runner: web.AppRunner | None = None
-        self._port = 0
+        super().__init__()
         self._served = 0
 
-    @property
-    def base_url(self) -> str:
-        if not self._port:
-            raise RuntimeError("FakeOpenAIImages is not started")
-        return f"http://127.0.0.1:{self._port}/v1"
-
-    def enqueue(self, *replies: ImageReply) -> None:
-        self._script.extend(replies)
-
-    async def start(self) -> None:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/images/generations", self._generations)
         app.router.add_post("/v1/images/edits", self._edits)
-        self._runner = web.AppRunner(
-            app, handler_cancellation=True, access_log=None, shutdown_timeout=0.1
-        )
-        await self._runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.bind(("127.0.0.1", 0))
-            await web.SockSite(self._runner, sock).start()
-        except BaseException:
-            sock.close()
-            await self.stop()
-            raise
-        self._port = sock.getsockname()[1]
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeOpenAIImages:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
-
-    async def wait_for_disconnects(self, count: int = 1, within: float = 2.0) -> None:
-        deadline = time.monotonic() + within
-        while self.disconnects < count:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"saw {self.disconnects} disconnects, wanted {count}")
-            await asyncio.sleep(0.005)
 
     async def _generations(self, request: web.Request) -> web.Response:
         raw = await request.read()

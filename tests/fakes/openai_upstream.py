@@ -17,16 +17,14 @@ completion (or a default stream when it asked for `stream: true`).
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
-import time
-from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any
 
 import msgspec
 from aiohttp import web
+
+from tests.fakes.server import Disconnect, Dropped, FakeServer, RecordedRequest, drop, record
 
 __all__ = [
     "Disconnect",
@@ -73,23 +71,6 @@ class StreamReply:
     break_after: int | None = None  # close the connection (no clean end) after this many chunks
     stall_after: int | None = None  # go silent (connection open) after this many chunks
     done: bool = True  # send `data: [DONE]` at the end
-
-
-@dataclass(frozen=True)
-class Disconnect:
-    """Close the connection without any answer (after `delay` seconds)."""
-
-    delay: float = 0.0
-
-
-@dataclass(frozen=True)
-class RecordedRequest:
-    method: str
-    path: str
-    headers: dict[str, str]  # lower-case names
-    body: bytes
-    json: Any  # the decoded body, or None when it was not JSON
-    client_port: int  # the same port on two requests means a reused keep-alive connection
 
 
 def default_completion(request: Mapping[str, Any], text: str = DEFAULT_TEXT) -> dict[str, Any]:
@@ -144,115 +125,27 @@ def _usage() -> dict[str, Any]:
     }
 
 
-class FakeOpenAI:
-    """The server, its script and its records. Start it with `async with` (in the test's loop)
-    or `start_in_thread()` (its own loop, for sync tests); `base_url` ends in `/v1`."""
+class FakeOpenAI(FakeServer[RecordedRequest, Reply | StreamReply | Disconnect]):
+    """The OpenAI-compatible fake (see `FakeServer`); `base_url` ends in `/v1`."""
+
+    thread_name = "fake-openai"
 
     def __init__(self, *, text: str = DEFAULT_TEXT) -> None:
+        super().__init__()
         self.text = text
-        self.requests: list[RecordedRequest] = []
-        self.disconnects = 0  # requests whose client went away before the answer ended
-        self._script: deque[Reply | StreamReply | Disconnect] = deque()
-        self._runner: web.AppRunner | None = None
-        self._port = 0
 
-    @property
-    def base_url(self) -> str:
-        if not self._port:
-            raise RuntimeError("FakeOpenAI is not started")
-        return f"http://127.0.0.1:{self._port}/v1"
-
-    def enqueue(self, *replies: Reply | StreamReply | Disconnect) -> None:
-        self._script.extend(replies)
-
-    async def start(self) -> None:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
-        self._runner = web.AppRunner(
-            app, handler_cancellation=True, access_log=None, shutdown_timeout=0.1
-        )
-        await self._runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.bind(("127.0.0.1", 0))
-            await web.SockSite(self._runner, sock).start()
-        except BaseException:
-            sock.close()
-            await self.stop()
-            raise
-        self._port = sock.getsockname()[1]
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeOpenAI:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
-
-    def start_in_thread(self) -> tuple[str, Callable[[], None]]:
-        """Serve from a daemon thread with its own loop; returns `base_url` and `stop()`."""
-        loop = asyncio.new_event_loop()
-        started = threading.Event()
-        failure: list[BaseException] = []
-
-        def serve() -> None:
-            try:
-                loop.run_until_complete(self.start())
-            except BaseException as exc:
-                failure.append(exc)
-                started.set()
-                loop.close()
-                return
-            started.set()
-            loop.run_forever()
-            loop.run_until_complete(self.stop())
-            loop.close()
-
-        thread = threading.Thread(target=serve, name="fake-openai", daemon=True)
-        thread.start()
-        started.wait(10)
-        if failure:
-            raise failure[0]
-
-        def stop() -> None:
-            if thread.is_alive():
-                loop.call_soon_threadsafe(loop.stop)
-                thread.join(10)
-
-        return self.base_url, stop
-
-    async def wait_for_disconnects(self, count: int = 1, within: float = 2.0) -> None:
-        """Until `disconnects >= count`; AssertionError after `within` seconds."""
-        deadline = time.monotonic() + within
-        while self.disconnects < count:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"saw {self.disconnects} disconnects, wanted {count}")
-            await asyncio.sleep(0.005)
 
     async def _models(self, request: web.Request) -> web.Response:
         model = {"id": "fake-model", "object": "model", "created": 0, "owned_by": "fake"}
         return web.json_response({"object": "list", "data": [model]})
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
-        raw = await request.read()
-        try:
-            decoded: Any = msgspec.json.decode(raw)
-        except msgspec.DecodeError:
-            decoded = None
-        headers = {name.lower(): value for name, value in request.headers.items()}
-        peer = request.transport.get_extra_info("peername") if request.transport else None
-        self.requests.append(
-            RecordedRequest(
-                request.method, request.path, headers, raw, decoded, peer[1] if peer else 0
-            )
-        )
-        wants = decoded if isinstance(decoded, dict) else {}
+        recorded = await record(request)
+        self.requests.append(recorded)
+        wants = recorded.json if isinstance(recorded.json, dict) else {}
         reply = self._script.popleft() if self._script else None
         if reply is None:
             reply = StreamReply() if wants.get("stream") else Reply()
@@ -261,9 +154,9 @@ class FakeOpenAI:
                 return await self._stream(request, reply, wants)
             await asyncio.sleep(reply.delay)
             if isinstance(reply, Disconnect):
-                _drop(request)
+                drop(request)
             return self._whole(reply, wants)
-        except _Dropped:
+        except Dropped:
             raise asyncio.CancelledError from None  # ends the handler without an answer
         except (ConnectionError, asyncio.CancelledError):
             self.disconnects += 1
@@ -294,7 +187,7 @@ class FakeOpenAI:
         await response.prepare(request)
         for index, chunk in enumerate(chunks):
             if reply.break_after is not None and index >= reply.break_after:
-                _drop(request)  # mid-body: close() still flushes what was written
+                drop(request)  # mid-body: close() still flushes what was written
             if reply.stall_after is not None and index >= reply.stall_after:
                 await asyncio.sleep(3600)  # until the client gives up and disconnects
             if reply.chunk_delay:
@@ -306,16 +199,5 @@ class FakeOpenAI:
         return response
 
 
-class _Dropped(Exception):
-    """We closed the connection on purpose (not a client disconnect)."""
-
-
 def _event(chunk: Mapping[str, Any]) -> bytes:
     return b"data: " + msgspec.json.encode(chunk) + b"\n\n"
-
-
-def _drop(request: web.Request) -> NoReturn:
-    transport = request.transport
-    if transport is not None:
-        transport.close()
-    raise _Dropped

@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import io
 import math
-import socket
 import struct
 import wave
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +30,8 @@ from typing import Any
 import aiohttp
 import msgspec
 from aiohttp import web
+
+from tests.fakes.server import FakeServer
 
 __all__ = [
     "PROCESSING",
@@ -111,66 +111,38 @@ class _Prediction:
     error: str | None = None
 
 
-class FakeReplicate:
+class FakeReplicate(FakeServer[Recorded, Job | CreateReply]):
+    """The Replicate fake (see `FakeServer`): the API on `base_url` (ending in `/v1`), the
+    files on `delivery_url` (a second host)."""
+
+    hosts = ("127.0.0.1", "127.0.0.2")
+    client_max_size = 64 * 1024 * 1024
+    handler_cancellation = False
+    thread_name = "fake-replicate"
+
     def __init__(self) -> None:
-        self.requests: list[Recorded] = []
+        super().__init__()
         self.created: list[_Prediction] = []
         self.canceled: list[str] = []
         self.downloads: list[Recorded] = []
         self.uploads: dict[str, bytes] = {}
         self.files: dict[str, tuple[bytes, str]] = {}
-        self._script: deque[Job | CreateReply] = deque()
-        self._runner: web.AppRunner | None = None
-        self._ports = (0, 0)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._ports[0]}/v1"
+        self._ports = (0, 0)  # port 0 in the URLs until started
 
     @property
     def delivery_url(self) -> str:
-        return f"http://127.0.0.2:{self._ports[1]}"
-
-    def enqueue(self, *items: Job | CreateReply) -> None:
-        self._script.extend(items)
+        return f"http://{self.hosts[1]}:{self._ports[1]}"
 
     def prediction(self, prediction_id: str) -> _Prediction:
         return next(p for p in self.created if p.id == prediction_id)
 
-    async def start(self) -> None:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/predictions", self._create)
         app.router.add_post("/v1/models/{owner}/{name}/predictions", self._create)
         app.router.add_get("/v1/predictions/{id}", self._get)
         app.router.add_post("/v1/predictions/{id}/cancel", self._cancel)
         app.router.add_post("/v1/files", self._upload)
         app.router.add_get("/files/{name}", self._download)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
-        await self._runner.setup()
-        ports = []
-        for host in ("127.0.0.1", "127.0.0.2"):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            try:
-                sock.bind((host, 0))
-                await web.SockSite(self._runner, sock).start()
-            except BaseException:
-                sock.close()
-                await self.stop()
-                raise
-            ports.append(sock.getsockname()[1])
-        self._ports = (ports[0], ports[1])
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeReplicate:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
 
     async def _record(self, request: web.Request) -> Recorded:
         files: list[tuple[str, str, str, bytes]] = []
