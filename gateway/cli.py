@@ -56,6 +56,13 @@ def _parser() -> argparse.ArgumentParser:
     grant.add_argument("--amount", required=True, help='credits, up to four decimals ("250.5")')
     grant.add_argument("--reason", required=True)
     grant.add_argument("--id", help="entry id making the grant happen at most once")
+    adjust = credits.add_parser(
+        "adjust", help="correct a tenant's wallet by any amount (negative takes credits away)"
+    )
+    adjust.add_argument("--tenant", required=True)
+    adjust.add_argument("--amount", required=True, help='credits, e.g. "-12.5" or "3"')
+    adjust.add_argument("--reason", required=True)
+    adjust.add_argument("--id", help="entry id making the adjustment happen at most once")
     balance = credits.add_parser("balance", help="print a tenant's balance")
     balance.add_argument("--tenant", required=True)
 
@@ -182,17 +189,39 @@ async def _keys_revoke(store: Store, config: GatewayConfig, args: Any) -> int:
 async def _keys_list(store: Store, config: GatewayConfig, args: Any) -> int:
     from gateway.api.wallet import iso
 
+    if not _known(config, args.tenant):
+        return 2
     for record in await store.list_keys(args.tenant):
         revoked = iso(record.revoked_at) if record.revoked_at else "-"
         print(f"{record.key_id}\t{iso(record.created_at)}\t{revoked}")
     return 0
 
 
+def _known(config: GatewayConfig, tenant: str) -> bool:
+    from gateway.keys import UnknownTenant, check_tenant
+
+    try:
+        check_tenant(config, tenant)
+    except UnknownTenant as exc:
+        _err(str(exc))
+        return False
+    return True
+
+
 async def _credits_grant(store: Store, config: GatewayConfig, args: Any) -> int:
+    return await _ledger_entry(store, config, args, "grant")
+
+
+async def _credits_adjust(store: Store, config: GatewayConfig, args: Any) -> int:
+    return await _ledger_entry(store, config, args, "adjustment")
+
+
+async def _ledger_entry(store: Store, config: GatewayConfig, args: Any, kind: LedgerKind) -> int:
+    """A grant (positive) or an adjustment (either sign), once per --id: a repeat of the same
+    entry prints the balance it left; the same id with another amount or kind is refused."""
     import secrets
 
-    if args.tenant not in config.tenants:
-        _err(f"tenant {args.tenant!r} is not declared in {config.path}")
+    if not _known(config, args.tenant):
         return 2
     try:
         units = parse_credits(args.amount)
@@ -202,9 +231,17 @@ async def _credits_grant(store: Store, config: GatewayConfig, args: Any) -> int:
     if units == 0:
         _err("--amount: must not be zero")
         return 2
-    entry_id = args.id or f"grant:{secrets.token_hex(12)}"
-    kind: LedgerKind = "grant" if units > 0 else "adjustment"
+    if kind == "grant" and units < 0:
+        _err("--amount: a grant adds credits; take credits away with 'gateway credits adjust'")
+        return 2
+    entry_id = args.id or f"{'grant' if kind == 'grant' else 'adjust'}:{secrets.token_hex(12)}"
     entry = await store.grant(args.tenant, units, entry_id=entry_id, reason=args.reason, kind=kind)
+    if entry.amount_units != units or entry.kind != kind:
+        _err(
+            f"--id {entry_id!r} was already used for {format_credits(entry.amount_units)} "
+            f"credits ({entry.kind}) to {args.tenant}; use a new id"
+        )
+        return 2
     print(format_credits(entry.balance_after_units))
     print(
         f"{entry.id}: {format_credits(entry.amount_units)} credits to {args.tenant}",
@@ -214,6 +251,8 @@ async def _credits_grant(store: Store, config: GatewayConfig, args: Any) -> int:
 
 
 async def _credits_balance(store: Store, config: GatewayConfig, args: Any) -> int:
+    if not _known(config, args.tenant):
+        return 2
     wallet = await store.wallet(args.tenant)
     print(format_credits(wallet.balance_units))
     return 0
@@ -224,6 +263,7 @@ _ACTIONS: dict[tuple[str, str], Callable[[Store, GatewayConfig, Any], Awaitable[
     ("keys", "revoke"): _keys_revoke,
     ("keys", "list"): _keys_list,
     ("credits", "grant"): _credits_grant,
+    ("credits", "adjust"): _credits_adjust,
     ("credits", "balance"): _credits_balance,
 }
 

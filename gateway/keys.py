@@ -9,20 +9,26 @@ from gateway.config.loader import GatewayConfig
 from gateway.ids import new_key_id
 from gateway.store.base import ApiKeyRecord, Store
 
-__all__ = ["UnknownTenant", "issue_key", "revoke_key"]
+__all__ = ["UnknownTenant", "check_tenant", "issue_key", "revoke_key"]
 
 
 class UnknownTenant(ValueError):
     pass
 
 
-async def issue_key(store: Store, config: GatewayConfig, tenant: str) -> tuple[str, ApiKeyRecord]:
-    """Returns the key (shown once, never stored) and its record."""
+def check_tenant(config: GatewayConfig, tenant: str) -> None:
+    """UnknownTenant, naming the routing file and the tenants it declares, for any other name:
+    every command treats an unknown tenant the same way."""
     if tenant not in config.tenants:
         known = ", ".join(sorted(config.tenants)) or "none"
         raise UnknownTenant(
             f"tenant {tenant!r} is not declared in {config.path} (known tenants: {known})"
         )
+
+
+async def issue_key(store: Store, config: GatewayConfig, tenant: str) -> tuple[str, ApiKeyRecord]:
+    """Returns the key (shown once, never stored) and its record."""
+    check_tenant(config, tenant)
     key = new_api_key()
     record = ApiKeyRecord(key_id=new_key_id(), tenant=tenant, created_at=time.time())
     await store.create_key(record, hash_api_key(key))

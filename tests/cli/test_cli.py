@@ -110,3 +110,40 @@ def test_serve_refuses_a_bad_config(tmp_path: Path) -> None:
     result = run(tmp_path, "serve", "--port", "1", config=broken)
     assert result.returncode == 2
     assert "tenants.default.models[0]: unknown model 'nothing'" in result.stderr
+
+
+def test_unknown_tenants_are_refused_the_same_way_everywhere(tmp_path: Path) -> None:
+    commands = [
+        ("keys", "create", "--tenant", "ghost"),
+        ("keys", "list", "--tenant", "ghost"),
+        ("credits", "balance", "--tenant", "ghost"),
+        ("credits", "grant", "--tenant", "ghost", "--amount", "1", "--reason", "x"),
+        ("credits", "adjust", "--tenant", "ghost", "--amount", "-1", "--reason", "x"),
+    ]
+    for command in commands:
+        result = run(tmp_path, *command)
+        assert result.returncode == 2, command
+        assert result.stdout == ""
+        assert "tenant 'ghost' is not declared in" in result.stderr, command
+        assert "known tenants: default" in result.stderr
+
+
+def test_an_id_reused_with_another_amount_is_refused(tmp_path: Path) -> None:
+    grant = ("credits", "grant", "--tenant", "default", "--reason", "invoice", "--id", "inv-9")
+    assert run(tmp_path, *grant, "--amount", "9").stdout.strip() == "9.0000"
+    other = run(tmp_path, *grant, "--amount", "10")
+    assert other.returncode == 2
+    assert "--id 'inv-9' was already used for 9.0000 credits (grant)" in other.stderr
+    assert run(tmp_path, "credits", "balance", "--tenant", "default").stdout.strip() == "9.0000"
+
+
+def test_adjustments_are_their_own_command(tmp_path: Path) -> None:
+    run(tmp_path, "credits", "grant", "--tenant", "default", "--amount", "5", "--reason", "x")
+    negative = run(
+        tmp_path, "credits", "grant", "--tenant", "default", "--amount", "-2", "--reason", "x"
+    )
+    assert negative.returncode == 2 and "credits adjust" in negative.stderr
+    adjusted = run(
+        tmp_path, "credits", "adjust", "--tenant", "default", "--amount", "-2", "--reason", "fix"
+    )
+    assert adjusted.returncode == 0 and adjusted.stdout.strip() == "3.0000"

@@ -73,7 +73,7 @@ def test_insufficient_credits_is_402_and_costs_nothing(gateway: GatewayProcess) 
     if Decimal(balance) != 0:
         gateway.cli(
             "credits",
-            "grant",
+            "adjust",
             "--tenant",
             "poor",
             "--amount",
