@@ -14,9 +14,9 @@ from typing import Any
 import aiohttp
 
 from providers.anthropic.translate import StreamTranslator
-from providers.base import Usage
 from providers.errors import ProviderError
 from providers.http import TRANSPORT_ERRORS, transport_error
+from providers.response_stream import ResponseStream
 from providers.sse import SSEDecoder
 
 __all__ = ["AnthropicChatStream", "open_stream"]
@@ -39,7 +39,7 @@ async def open_stream(response: aiohttp.ClientResponse) -> AnthropicChatStream:
     return stream
 
 
-class AnthropicChatStream:
+class AnthropicChatStream(ResponseStream):
     """Implements `providers.base.ChatStream`; always `aclose()` it (safe twice).
 
     The stream ends at `message_stop`, or at EOF after a stop_reason; EOF before one raises.
@@ -47,19 +47,14 @@ class AnthropicChatStream:
     error, closes the connection so the upstream sees the disconnect and stops.
     """
 
-    __slots__ = ("_chunks", "_decoder", "_ended", "_failure", "_response", "_translator", "usage")
+    __slots__ = ("_chunks", "_decoder", "_failure", "_translator")
 
     def __init__(self, response: aiohttp.ClientResponse) -> None:
-        self.usage: Usage | None = None
-        self._response: aiohttp.ClientResponse | None = response
+        super().__init__(response)
         self._decoder = SSEDecoder()
         self._translator = StreamTranslator()
         self._chunks: deque[dict[str, Any]] = deque()
         self._failure: ProviderError | None = None
-        self._ended = False
-
-    def __aiter__(self) -> AnthropicChatStream:
-        return self
 
     async def __anext__(self) -> dict[str, Any]:
         chunks = self._chunks
@@ -81,16 +76,8 @@ class AnthropicChatStream:
     def ready(self) -> bool:
         return bool(self._chunks) or self._failure is not None
 
-    async def aclose(self) -> None:
-        response = self._response
-        if response is None:
-            return
-        self._response = None
-        self._ended = True
-        if self._translator.finished and response.content.is_eof():
-            response.release()
-        else:
-            response.close()
+    def _clean_end(self, response: aiohttp.ClientResponse) -> bool:
+        return self._translator.finished and response.content.is_eof()
 
     async def _fill(self) -> None:
         """Read until a chunk is queued, a failure is kept, or the stream ended."""
@@ -124,10 +111,3 @@ class AnthropicChatStream:
                     self._ended = True
                     break
             self.usage = translator.usage
-
-    def _abort(self) -> None:
-        self._ended = True
-        response = self._response
-        if response is not None:
-            self._response = None
-            response.close()

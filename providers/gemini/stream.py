@@ -13,10 +13,10 @@ from typing import Any
 
 import aiohttp
 
-from providers.base import Usage
 from providers.errors import ProviderError
 from providers.gemini.translate import StreamTranslator
 from providers.http import TRANSPORT_ERRORS, transport_error
+from providers.response_stream import ResponseStream
 from providers.sse import SSEDecoder
 
 __all__ = ["GeminiChatStream", "open_stream"]
@@ -36,65 +36,28 @@ async def open_stream(response: aiohttp.ClientResponse, model: str) -> GeminiCha
     return stream
 
 
-class GeminiChatStream:
+class GeminiChatStream(ResponseStream):
     """Implements `providers.base.ChatStream`; always `aclose()` it (safe twice).
 
     Reading to the end hands the connection back to the pool; `aclose()` before the end, or
     any error, closes the connection so the upstream sees the disconnect and stops.
     """
 
-    __slots__ = (
-        "_decoder",
-        "_ended",
-        "_eof",
-        "_head",
-        "_pending",
-        "_ready",
-        "_response",
-        "_translator",
-        "usage",
-    )
+    __slots__ = ("_decoder", "_eof", "_pending", "_ready", "_translator")
 
     def __init__(self, response: aiohttp.ClientResponse, model: str) -> None:
-        self.usage: Usage | None = None
-        self._response: aiohttp.ClientResponse | None = response
+        super().__init__(response)
         self._decoder = SSEDecoder()
         self._translator = StreamTranslator(model)
         self._pending: list[bytes] = []  # event data not yet translated, in reverse order
         self._ready: list[dict[str, Any]] = []  # chunks of one event not yet taken, reversed
-        self._head: dict[str, Any] | None = None
-        self._ended = False
         self._eof = False
-
-    def __aiter__(self) -> GeminiChatStream:
-        return self
-
-    async def __anext__(self) -> dict[str, Any]:
-        head = self._head
-        if head is not None:
-            self._head = None
-            return head
-        if self._ended:
-            raise StopAsyncIteration
-        try:
-            return await self._next_chunk()
-        except ProviderError:
-            self._abort()
-            raise
 
     def ready(self) -> bool:
         return self._head is not None or bool(self._ready) or bool(self._pending)
 
-    async def aclose(self) -> None:
-        response = self._response
-        if response is None:
-            return
-        self._response = None
-        self._ended = True
-        if self._eof:
-            response.release()
-        else:
-            response.close()
+    def _clean_end(self, response: aiohttp.ClientResponse) -> bool:
+        return self._eof
 
     async def _next_chunk(self) -> dict[str, Any]:
         """The next chunk; StopAsyncIteration at a proper end; ProviderError otherwise."""
@@ -135,10 +98,3 @@ class GeminiChatStream:
                 self._eof = True
             events.reverse()
             pending.extend(events)
-
-    def _abort(self) -> None:
-        self._ended = True
-        response = self._response
-        if response is not None:
-            self._response = None
-            response.close()

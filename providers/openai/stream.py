@@ -11,10 +11,10 @@ from typing import Any
 
 import aiohttp
 
-from providers.base import Usage
 from providers.errors import ProviderError
 from providers.http import TRANSPORT_ERRORS, transport_error
 from providers.openai.translate import StreamTranslator
+from providers.response_stream import ResponseStream
 from providers.sse import SSEDecoder
 
 __all__ = ["OpenAIChatStream", "open_stream"]
@@ -34,53 +34,26 @@ async def open_stream(response: aiohttp.ClientResponse) -> OpenAIChatStream:
     return stream
 
 
-class OpenAIChatStream:
+class OpenAIChatStream(ResponseStream):
     """Implements `providers.base.ChatStream`; always `aclose()` it (safe twice).
 
     Ending normally (`[DONE]`, EOF) hands the connection back to the pool; `aclose()` before
     the end, or any error, closes the connection so the upstream sees the disconnect and stops.
     """
 
-    __slots__ = ("_decoder", "_ended", "_head", "_pending", "_response", "_translator", "usage")
+    __slots__ = ("_decoder", "_pending", "_translator")
 
     def __init__(self, response: aiohttp.ClientResponse) -> None:
-        self.usage: Usage | None = None
-        self._response: aiohttp.ClientResponse | None = response
+        super().__init__(response)
         self._decoder = SSEDecoder()
         self._translator = StreamTranslator()
         self._pending: list[bytes] = []  # event data not yet translated, in reverse order
-        self._head: dict[str, Any] | None = None
-        self._ended = False
-
-    def __aiter__(self) -> OpenAIChatStream:
-        return self
-
-    async def __anext__(self) -> dict[str, Any]:
-        head = self._head
-        if head is not None:
-            self._head = None
-            return head
-        if self._ended:
-            raise StopAsyncIteration
-        try:
-            return await self._next_chunk()
-        except ProviderError:
-            self._abort()
-            raise
 
     def ready(self) -> bool:
         return self._head is not None or bool(self._pending) or self._decoder.done
 
-    async def aclose(self) -> None:
-        response = self._response
-        if response is None:
-            return
-        self._response = None
-        self._ended = True
-        if self._decoder.done and response.content.is_eof():
-            response.release()
-        else:
-            response.close()
+    def _clean_end(self, response: aiohttp.ClientResponse) -> bool:
+        return self._decoder.done and response.content.is_eof()
 
     async def _next_chunk(self) -> dict[str, Any]:
         """The next chunk; StopAsyncIteration at a proper end; ProviderError otherwise."""
@@ -114,10 +87,3 @@ class OpenAIChatStream:
                     raise ProviderError("the upstream ended the stream before it finished")
             events.reverse()
             pending.extend(events)
-
-    def _abort(self) -> None:
-        self._ended = True
-        response = self._response
-        if response is not None:
-            self._response = None
-            response.close()

@@ -1,0 +1,74 @@
+"""What every adapter's `ChatStream` shares: one upstream response, read to its end.
+
+`open_stream` functions take the first chunk before handing the stream out (`_head`), so a
+failure up to there raises from `stream()` itself. Ending cleanly hands the connection back to
+the pool; `aclose()` before that, or any error, closes it, so the upstream sees the disconnect
+and stops generating. Subclasses say how the next chunk is made (`_next_chunk`) and when the
+response was read to a proper end (`_clean_end`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Self
+
+import aiohttp
+
+from providers.base import Usage
+from providers.errors import ProviderError
+
+__all__ = ["ResponseStream"]
+
+
+class ResponseStream:
+    """Implements `providers.base.ChatStream` but for `ready()`; always `aclose()` it (safe
+    twice)."""
+
+    __slots__ = ("_ended", "_head", "_response", "usage")
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self.usage: Usage | None = None
+        self._response: aiohttp.ClientResponse | None = response
+        self._head: dict[str, Any] | None = None
+        self._ended = False
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
+        head = self._head
+        if head is not None:
+            self._head = None
+            return head
+        if self._ended:
+            raise StopAsyncIteration
+        try:
+            return await self._next_chunk()
+        except ProviderError:
+            self._abort()
+            raise
+
+    async def aclose(self) -> None:
+        response = self._response
+        if response is None:
+            return
+        self._response = None
+        self._ended = True
+        if self._clean_end(response):
+            response.release()
+        else:
+            response.close()
+
+    async def _next_chunk(self) -> dict[str, Any]:
+        """The next chunk; StopAsyncIteration at a proper end; ProviderError otherwise."""
+        raise NotImplementedError
+
+    def _clean_end(self, response: aiohttp.ClientResponse) -> bool:
+        """True when the response was read to a proper end (its connection can be reused)."""
+        return False
+
+    def _abort(self) -> None:
+        self._ended = True
+        response = self._response
+        if response is not None:
+            self._response = None
+            response.close()
