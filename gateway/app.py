@@ -15,6 +15,7 @@ from gateway.api.envelope import handle_exception
 from gateway.config.live import ConfigWatcher
 from gateway.config.loader import GatewayConfig, load_config
 from gateway.logging import configure_logging
+from gateway.metrics import open_metrics
 from gateway.middleware import RequestContextMiddleware
 from gateway.resources import open_resources
 from gateway.settings import Settings
@@ -27,10 +28,11 @@ def create_app(settings: Settings | None = None, config: GatewayConfig | None = 
     settings = settings or Settings.from_env()
     config = config or load_config(settings.config_path)
     configure_logging(settings.log_level)
+    metrics, exporter = open_metrics(settings.metrics)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        async with open_resources(settings, config) as runtime:
+        async with open_resources(settings, config, metrics) as runtime:
             app.state.resources = runtime.current
 
             async def apply(new: GatewayConfig) -> None:
@@ -60,7 +62,8 @@ def create_app(settings: Settings | None = None, config: GatewayConfig | None = 
         logging_config=None,
         openapi_config=None,
     )
+    app.state.metrics_exporter = exporter
     # Outermost, around Litestar's own handler: routing errors (404/405) get a request id,
-    # headers and a log line like every other response.
-    app.asgi_handler = RequestContextMiddleware(app.asgi_handler)
+    # headers, a log line and metrics like every other response.
+    app.asgi_handler = RequestContextMiddleware(app.asgi_handler, metrics)
     return app

@@ -31,6 +31,11 @@ class RequestContext:
     rate: RateState | None = None
     error_code: str | None = None
     replayed: bool = False
+    routing: str | None = None
+    """How the call was routed (`x-gateway-route`), when it reached an upstream."""
+    upstream_seconds: float = 0.0
+    """Time spent waiting for upstreams before the response started (not the gateway's)."""
+    response_started: float = 0.0
 
 
 def context_of(scope: Any) -> RequestContext:

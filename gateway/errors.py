@@ -4,11 +4,16 @@
     ├── InvalidRequest                400 invalid_request           (chat bodies)
     ├── ValidationFailed              422 validation_error          (other bodies, queries)
     ├── InvalidApiKey                 401 invalid_api_key
+    ├── InvalidAdminToken             401 invalid_admin_token       (/admin/v1)
     ├── InsufficientCredits           402 insufficient_credits
+    ├── AdminDisabled                 403 admin_disabled            (/admin/v1, no admin token)
     ├── NotFound                      404 not_found
+    │   ├── TenantNotFound            404 tenant_not_found
+    │   └── KeyNotFound               404 key_not_found
     ├── MethodNotAllowed              405 method_not_allowed
     ├── RequestTimedOut               408 request_timeout (retryable)
     ├── IdempotencyInProgress         409 idempotency_request_in_progress (retryable)
+    ├── EntryIdReused                 409 entry_id_reused           (a ledger entry id)
     ├── PayloadTooLarge               413 payload_too_large
     ├── UnsupportedMediaType          415 unsupported_media_type
     ├── IdempotencyKeyReused          422 idempotency_key_reused
@@ -38,13 +43,17 @@ if TYPE_CHECKING:
     from gateway.store.base import RateState
 
 __all__ = [
+    "AdminDisabled",
+    "EntryIdReused",
     "ErrorDetail",
     "GatewayError",
     "IdempotencyInProgress",
     "IdempotencyKeyReused",
     "InsufficientCredits",
+    "InvalidAdminToken",
     "InvalidApiKey",
     "InvalidRequest",
+    "KeyNotFound",
     "MethodNotAllowed",
     "ModelUnavailable",
     "NotFound",
@@ -54,6 +63,7 @@ __all__ = [
     "RequestHeadTooLarge",
     "RequestTimedOut",
     "StoreUnavailable",
+    "TenantNotFound",
     "UnsupportedMediaType",
     "UpstreamFailed",
     "UpstreamTimedOut",
@@ -80,6 +90,8 @@ class GatewayError(Exception):
     route: str | None = None
     """How the call was routed when it reached an upstream (`x-gateway-route`; `model` is
     then the model that answered, or the last one tried)."""
+    upstream_seconds: float = 0.0
+    """Time the failed call spent waiting for upstreams (for the overhead metric)."""
 
     def __init__(
         self,
@@ -112,6 +124,22 @@ class InvalidApiKey(GatewayError):
         super().__init__(message, headers={"WWW-Authenticate": "Bearer"})
 
 
+class InvalidAdminToken(GatewayError):
+    status_code, code, retryable = 401, "invalid_admin_token", False
+    default_message = "Missing or invalid admin token. Send 'Authorization: Bearer <admin token>'."
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message, headers={"WWW-Authenticate": "Bearer"})
+
+
+class AdminDisabled(GatewayError):
+    status_code, code, retryable = 403, "admin_disabled", False
+    default_message = (
+        "The admin API is disabled: no admin token is configured. Make one with "
+        "'gateway admin token', set GATEWAY_ADMIN_TOKEN_HASH to the hash it prints, and restart."
+    )
+
+
 class InsufficientCredits(GatewayError):
     status_code, code, retryable = 402, "insufficient_credits", False
     default_message = "The wallet balance is too low for this request."
@@ -122,6 +150,16 @@ class NotFound(GatewayError):
     default_message = "The requested resource does not exist."
 
 
+class TenantNotFound(NotFound):
+    code = "tenant_not_found"
+    default_message = "No such tenant in the routing file."
+
+
+class KeyNotFound(NotFound):
+    code = "key_not_found"
+    default_message = "No such API key."
+
+
 class MethodNotAllowed(GatewayError):
     status_code, code, retryable = 405, "method_not_allowed", False
     default_message = "The method is not allowed on this path."
@@ -130,6 +168,11 @@ class MethodNotAllowed(GatewayError):
 class IdempotencyInProgress(GatewayError):
     status_code, code, retryable = 409, "idempotency_request_in_progress", True
     default_message = "A request with this Idempotency-Key is still in progress."
+
+
+class EntryIdReused(GatewayError):
+    status_code, code, retryable = 409, "entry_id_reused", False
+    default_message = "This ledger entry id was already used for another amount or kind."
 
 
 class RequestTimedOut(GatewayError):

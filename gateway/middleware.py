@@ -1,4 +1,5 @@
-"""The outermost layer: request id, timer, response headers and the one log line per request.
+"""The outermost layer: request id, timer, response headers, the one log line per request and
+the request's metrics.
 
 It wraps Litestar's whole ASGI handler (not a route), so routing errors pass through it too.
 """
@@ -12,6 +13,7 @@ from gateway.auth import DUPLICATE
 from gateway.context import SCOPE_KEY, RequestContext
 from gateway.ids import accept_request_id
 from gateway.logging import get_logger
+from gateway.metrics import UNMATCHED_ROUTE, Metrics
 from gateway.ratelimit_headers import rate_limit_headers
 
 __all__ = ["RequestContextMiddleware"]
@@ -22,8 +24,9 @@ _log = get_logger("gateway.access")
 
 
 class RequestContextMiddleware:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self._app = app
+        self._metrics = metrics
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -54,6 +57,7 @@ class RequestContextMiddleware:
         async def send_with_headers(message: Any) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
+                ctx.response_started = time.perf_counter()
                 status = message["status"]
                 headers = list(message.get("headers") or ())
                 headers.append((b"x-request-id", ctx.request_id.encode()))
@@ -65,15 +69,30 @@ class RequestContextMiddleware:
         try:
             await self._app(scope, receive, send_with_headers)
         finally:
+            elapsed = time.perf_counter() - ctx.started
+            method = scope["method"]
             _log.info(
                 "request",
                 request_id=ctx.request_id,
-                method=scope["method"],
+                method=method,
                 route=scope["path"],
                 status=status,
                 tenant=ctx.tenant,
                 model=ctx.model,
+                routing=ctx.routing,
                 error=ctx.error_code,
                 replayed=ctx.replayed or None,
-                latency_ms=round((time.perf_counter() - ctx.started) * 1000, 3),
+                latency_ms=round(elapsed * 1000, 3),
+                upstream_ms=round(ctx.upstream_seconds * 1000, 3) if ctx.upstream_seconds else None,
+            )
+            started = ctx.response_started
+            self._metrics.request(
+                scope.get("path_template") or UNMATCHED_ROUTE,
+                method,
+                status,
+                ctx.model or "",
+                elapsed,
+                started - ctx.started - ctx.upstream_seconds if started else None,
+                ctx.error_code,
+                ctx.replayed,
             )

@@ -24,6 +24,7 @@ from gateway.finisher import CallFinisher
 from gateway.health import StoreHealth
 from gateway.ids import new_call_id
 from gateway.logging import get_logger
+from gateway.metrics import Metrics
 from gateway.routing.breakers import Breakers
 from gateway.routing.resolver import Router
 from gateway.settings import Settings
@@ -65,8 +66,11 @@ class Runtime:
     `retire_seconds` later (or at shutdown), so no in-flight call loses its connection.
     """
 
-    def __init__(self, settings: Settings, *, retire_seconds: float = 600.0) -> None:
+    def __init__(
+        self, settings: Settings, metrics: Metrics, *, retire_seconds: float = 600.0
+    ) -> None:
         self.settings = settings
+        self.metrics = metrics
         self.store = store_from_url(settings.resolved_store_url, serving=True)
         self.finisher = CallFinisher(self.store)
         self.gatekeeper = Gatekeeper(self.store)
@@ -98,9 +102,10 @@ class Runtime:
             raise
         # One breaker registry for the process: a reload keeps what it knows of each upstream.
         router = Router(config, providers, breakers=self.breakers)
-        artifacts = open_artifacts(settings, config, store, self.blobs)
+        metrics = self.metrics
+        artifacts = open_artifacts(settings, config, store, self.blobs, metrics)
         if self._worker is None:
-            self._worker = open_worker(settings, config, store, router, artifacts)
+            self._worker = open_worker(settings, config, store, router, artifacts, metrics)
             self._worker.start()
         else:
             self._worker.use(router, artifacts, config.file.gateway)
@@ -125,9 +130,10 @@ class Runtime:
                 router,
                 self.gatekeeper,
                 hold_seconds=config.file.gateway.hold_seconds,
+                metrics=metrics,
             ),
             artifacts=artifacts,
-            tasks=TaskService(store, router, artifacts),
+            tasks=TaskService(store, router, artifacts, metrics),
             worker=self._worker,
         )
         return self.current
@@ -165,9 +171,11 @@ class Runtime:
 
 
 @asynccontextmanager
-async def open_resources(settings: Settings, config: GatewayConfig) -> AsyncIterator[Runtime]:
+async def open_resources(
+    settings: Settings, config: GatewayConfig, metrics: Metrics
+) -> AsyncIterator[Runtime]:
     """The runtime, open and configured with `config` (`runtime.current`), closed after."""
-    runtime = Runtime(settings)
+    runtime = Runtime(settings, metrics)
     try:
         await runtime.open()
         await runtime.configure(config)
@@ -187,7 +195,7 @@ async def _close_providers(providers: dict[str, Any]) -> None:
 
 
 def open_artifacts(
-    settings: Settings, config: GatewayConfig, store: Store, blobs: BlobStore
+    settings: Settings, config: GatewayConfig, store: Store, blobs: BlobStore, metrics: Metrics
 ) -> ArtifactService:
     section = config.file.gateway
     policy = FetchPolicy(
@@ -201,6 +209,7 @@ def open_artifacts(
         ReferenceFetcher(policy),
         retention_seconds=float(section.artifact_retention_days) * 86_400,
         public_url=settings.public_url,
+        metrics=metrics,
     )
 
 
@@ -210,6 +219,7 @@ def open_worker(
     store: Store,
     router: Router,
     artifacts: ArtifactService,
+    metrics: Metrics,
 ) -> Worker:
     section = config.file.gateway
     return Worker(
@@ -220,6 +230,7 @@ def open_worker(
         concurrency=settings.workers,
         lease_seconds=section.task_lease_seconds,
         max_attempts=section.task_max_attempts,
+        metrics=metrics,
     )
 
 

@@ -9,6 +9,8 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from gateway.admin.token import parse_token_hash, token_hash
+
 __all__ = [
     "DEFAULT_CONFIG",
     "DEFAULT_DATA_DIR",
@@ -64,6 +66,23 @@ def _choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str,
     return value
 
 
+def _admin_token_hash(env: Mapping[str, str]) -> str:
+    """GATEWAY_ADMIN_TOKEN_HASH (preferred) or GATEWAY_ADMIN_TOKEN, hashed here so the plain
+    token is not kept; both set must agree. "" when neither is set (admin API disabled)."""
+    hashed, plain = env.get("GATEWAY_ADMIN_TOKEN_HASH", ""), env.get("GATEWAY_ADMIN_TOKEN", "")
+    try:
+        from_hash = parse_token_hash(hashed) if hashed else ""
+        from_plain = token_hash(plain) if plain else ""
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+    if from_hash and from_plain and from_hash != from_plain:
+        raise SettingsError(
+            "GATEWAY_ADMIN_TOKEN and GATEWAY_ADMIN_TOKEN_HASH name different tokens; "
+            "set only GATEWAY_ADMIN_TOKEN_HASH"
+        )
+    return from_hash or from_plain
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     host: str = "127.0.0.1"
@@ -89,6 +108,11 @@ class Settings:
     artifacts_url: str = ""
     """Where artifact bytes live (GATEWAY_ARTIFACTS_URL): empty for `resolved_artifacts_dir`,
     file:///path, or s3://BUCKET/PREFIX?endpoint=... (see gateway.artifacts.store_url)."""
+    metrics: bool = True
+    """GATEWAY_METRICS=off: no instruments and no `/metrics` (404)."""
+    admin_token_hash: str = ""
+    """SHA-256 (64 hex digits) of the admin token that opens /admin/v1; empty: the admin API
+    answers 403 `admin_disabled` (see gateway.admin.token)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -114,6 +138,8 @@ class Settings:
             public_url=env.get("GATEWAY_PUBLIC_URL", ""),
             artifacts_url=env.get("GATEWAY_ARTIFACTS_URL", ""),
             config_poll_seconds=_number(env, "GATEWAY_CONFIG_POLL_SECONDS", "1", float, 0),
+            metrics=_choice(env, "GATEWAY_METRICS", "on", ("on", "off")) == "on",
+            admin_token_hash=_admin_token_hash(env),
         )
 
     @property

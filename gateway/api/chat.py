@@ -44,11 +44,13 @@ async def chat_completions(scope: Any, receive: Any, send: Any) -> None:
     ctx.model = outcome.model
     ctx.rate = outcome.rate
     if isinstance(outcome, ChatCompleted):
+        ctx.routing, ctx.upstream_seconds = outcome.route, outcome.upstream_seconds
         await send_bytes(send, outcome.body, route_headers(outcome.model, outcome.route))
     elif isinstance(outcome, ChatReplayed):
         ctx.replayed = True
         await send_reply(send, outcome.reply)  # it kept the model and route of its answer
     else:
+        ctx.routing, ctx.upstream_seconds = outcome.route, outcome.upstream_seconds
         headers = route_headers(outcome.model, outcome.route)
         await send_event_stream(outcome.events, receive, send, headers)
 

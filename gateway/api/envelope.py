@@ -35,6 +35,8 @@ def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Respons
             ctx.model = error.model
         if error.rate is not None:
             ctx.rate = error.rate
+        ctx.routing = error.route
+        ctx.upstream_seconds = error.upstream_seconds
     if type(error) is GatewayError:
         _log.error("unhandled_exception", request_id=request_id, exc_info=exc)
     headers = dict(error.headers)

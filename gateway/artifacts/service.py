@@ -23,6 +23,7 @@ from gateway.artifacts.sniff import AUDIO_TYPES, IMAGE_TYPES, extension_for, sni
 from gateway.errors import NotFound, UnsupportedMediaType
 from gateway.ids import new_artifact_id
 from gateway.logging import get_logger
+from gateway.metrics import DisabledMetrics, Metrics
 from gateway.store.base import ArtifactKind, ArtifactRecord, Store
 
 __all__ = ["MEDIA_TYPES", "UPLOAD_MAX_BYTES", "ArtifactService"]
@@ -47,6 +48,7 @@ class ArtifactService:
         url_ttl_seconds: int = _URL_TTL_SECONDS,
         public_url: str = "",
         clock: Callable[[], float] = time.time,
+        metrics: Metrics | None = None,
     ) -> None:
         self._store = store
         self._blobs = blobs
@@ -56,6 +58,7 @@ class ArtifactService:
         self._url_ttl = url_ttl_seconds
         self._public_url = public_url.rstrip("/")
         self._clock = clock
+        self._metrics = metrics or DisabledMetrics()
 
     # Coming in --------------------------------------------------------------------------
 
@@ -156,6 +159,7 @@ class ArtifactService:
             task_id=task_id,
         )
         await self._store.create_artifact(record)
+        self._metrics.artifact_stored(kind, info.size_bytes)
         return record
 
     # Going out --------------------------------------------------------------------------

@@ -60,6 +60,8 @@ class ChatCompleted(msgspec.Struct, kw_only=True, frozen=True):
     model: str
     route: str
     rate: RateState
+    upstream_seconds: float = 0.0
+    """Time spent waiting for upstreams (every attempt), for the overhead metric."""
 
 
 class ChatReplayed(msgspec.Struct, kw_only=True, frozen=True):
@@ -78,6 +80,8 @@ class ChatStreaming(msgspec.Struct, kw_only=True, frozen=True):
     model: str
     route: str
     rate: RateState
+    upstream_seconds: float = 0.0
+    """Time spent waiting for upstreams up to the first chunk (every attempt)."""
 
 
 ChatOutcome = ChatCompleted | ChatReplayed | ChatStreaming

@@ -45,7 +45,7 @@ from gateway.chat.outcomes import (
 )
 from gateway.chat.plan import ChatPlan, HoldBound, chat_needs, options_problems, plan_call
 from gateway.chat.streaming import StreamJob
-from gateway.chat.usage import charge_for, usage_fields
+from gateway.chat.usage import Charge, charge_for, usage_fields
 from gateway.chat.validation import parse_chat_request
 from gateway.error_mapping import as_gateway_error
 from gateway.errors import GatewayError, InvalidRequest, ModelUnavailable, StoreUnavailable
@@ -53,6 +53,7 @@ from gateway.finisher import CallFinisher
 from gateway.idempotency import chat_claim
 from gateway.ids import new_completion_id
 from gateway.logging import get_logger
+from gateway.metrics import DisabledMetrics, Metrics
 from gateway.routing.fallback import RouteNote, failure_reason, falls_back, retry_delay, route_note
 from gateway.routing.resolver import NO_NEEDS, Choice, Route, Router
 from gateway.store.base import Call, RateState, Release, Settlement, StoredReply
@@ -75,7 +76,9 @@ class ChatService:
         gatekeeper: Gatekeeper,
         *,
         hold_seconds: int,
+        metrics: Metrics | None = None,
     ) -> None:
+        self._metrics = metrics or DisabledMetrics()
         self._finisher = finisher
         self._router = router
         self._gatekeeper = gatekeeper
@@ -91,8 +94,10 @@ class ChatService:
 
         Errors raised once the model is resolved carry it (`GatewayError.model`), once the
         call was admitted its rate state (`GatewayError.rate`), and once an upstream was tried
-        the route (`GatewayError.route`); a refusal at admission carries the rate state from
+        the route (`GatewayError.route`) and the time spent waiting for upstreams
+        (`GatewayError.upstream_seconds`); a refusal at admission carries the rate state from
         `Gatekeeper`."""
+        started = time.perf_counter()
         request = parse_chat_request(body)
         tenant = caller.tenant
         needs = chat_needs(request) if self._needs and request.model == "auto" else NO_NEEDS
@@ -139,7 +144,7 @@ class ChatService:
                     route=reply.headers.get(ROUTE_HEADER),
                     rate=rate,
                 )
-            return await self._run(call, plan, tenant.credits_per_usd, len(body), rate)
+            return await self._run(call, plan, tenant.credits_per_usd, len(body), rate, started)
         except Exception as exc:
             error = as_gateway_error(exc)  # anything else is a fault of the gateway's own: 500
             if error.model is None:
@@ -157,9 +162,13 @@ class ChatService:
         credits_per_usd: Decimal,
         body_size: int,
         rate: RateState,
+        started: float,
     ) -> ChatCompleted | ChatStreaming:
         """The upstream calls of an admitted call, in the plan's order, until one answers;
-        what admission took is given back when none does."""
+        what admission took is given back when none does. Each attempt is timed: the sum is
+        the call's `upstream_seconds`, the time that was not the gateway's own."""
+        metrics = self._metrics
+        waited = 0.0
         routes = plan.routes
         retry = plan.choice.retry
         cycle = retry.max_attempts is not None
@@ -193,9 +202,10 @@ class ChatService:
                 body = plan.body_for(route)
             job: StreamJob | None = None
             completion: ChatCompletion | None = None
+            if delay:
+                await asyncio.sleep(delay)
+            attempt_started = time.perf_counter()
             try:
-                if delay:
-                    await asyncio.sleep(delay)
                 if plan.stream:
                     upstream = await route.chat.stream(body)
                     note = self._note(plan, route, failed)
@@ -212,6 +222,11 @@ class ChatService:
                     completion = await route.chat.complete(body)
             except Exception as exc:
                 body = None
+                elapsed = time.perf_counter() - attempt_started
+                waited += elapsed
+                metrics.upstream_failed(
+                    route.model.provider, route.model.id, "chat", failure_reason(exc), elapsed
+                )
                 if not falls_back(exc):
                     if isinstance(exc, ProviderError):
                         breaker.succeeded()  # it answered: the request or its setup is at fault
@@ -219,7 +234,9 @@ class ChatService:
                         breaker.abandon()
                     self._log_failure(route, exc, fallback=False)
                     await self._finisher.release(Release(call=call))
-                    raise self._failure(exc, plan, route, failed, answered=True) from exc
+                    error = self._failure(exc, plan, route, failed, answered=True)
+                    error.upstream_seconds = waited
+                    raise error from exc
                 breaker.failed()
                 self._log_failure(route, exc, fallback=True)
                 count = failures.get(route.model.provider, (0, None))[0] + 1
@@ -233,19 +250,35 @@ class ChatService:
                 await self._finisher.release(Release(call=call))
                 raise
             breaker.succeeded()
+            now = time.perf_counter()
+            waited += now - attempt_started
+            metrics.upstream_call(
+                route.model.provider, route.model.id, "chat", now - attempt_started
+            )
             if job is not None:
-                return ChatStreaming(events=job, model=route.model.id, route=job.note, rate=rate)
+                metrics.first_token(route.model.id, now - started)
+                return ChatStreaming(
+                    events=job,
+                    model=route.model.id,
+                    route=job.note,
+                    rate=rate,
+                    upstream_seconds=waited,
+                )
             assert completion is not None
             note = self._note(plan, route, failed)
             payload = await self._finish_sync(
                 call, route, note, self._price(route), credits_per_usd, body_size, completion
             )
-            return ChatCompleted(body=payload, model=route.model.id, route=note, rate=rate)
+            return ChatCompleted(
+                body=payload, model=route.model.id, route=note, rate=rate, upstream_seconds=waited
+            )
         await self._finisher.release(Release(call=call))
         if last is None:
             raise _all_open(plan, failed)
-        failed_route, error = last
-        raise self._failure(error, plan, failed_route, failed, answered=False) from error
+        failed_route, cause = last
+        error = self._failure(cause, plan, failed_route, failed, answered=False)
+        error.upstream_seconds = waited
+        raise error from cause
 
     @staticmethod
     def _failure(
@@ -295,27 +328,30 @@ class ChatService:
                 body=payload,
                 headers={MODEL_HEADER: route.model.id, ROUTE_HEADER: note},
             )
-        await self.settle(call, route, charge.units, charge.tokens, reply)
+        await self.settle(call, route, charge, reply)
         return payload
 
     async def settle(
-        self,
-        call: Call,
-        route: Route,
-        charge_units: int,
-        tokens_used: int,
-        reply: StoredReply | None,
+        self, call: Call, route: Route, charge: Charge, reply: StoredReply | None
     ) -> None:
         """Charge the call; waits out a short store stall, never raises for one."""
+        model = route.model.id
         await self._finisher.settle(
             Settlement(
                 call=call,
-                charge_units=charge_units,
-                tokens_used=tokens_used,
-                reason=f"chat {route.model.id}",
+                charge_units=charge.units,
+                tokens_used=charge.tokens,
+                reason=f"chat {model}",
                 reply=reply,
             )
         )
+        self._metrics.chat_charged(
+            model, charge.units, charge.prompt_tokens, charge.completion_tokens
+        )
+
+    def stream_ended(self, route: Route, chunks: int) -> None:
+        """A stream is over, however it ended, having sent `chunks` content chunks."""
+        self._metrics.stream_ended(route.model.id, chunks)
 
     def stream_broken(self, route: Route, exc: BaseException) -> None:
         """A stream broke off after its first chunk: the upstream's breaker hears of it."""

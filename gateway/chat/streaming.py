@@ -155,7 +155,8 @@ class StreamJob:
             batch.append(b"data: " + envelope_bytes(error, self._call.request_id) + b"\n\n")
             yield b"".join(batch)
             return
-        await self._service.settle(self._call, self._route, charge.units, charge.tokens, reply)
+        await self._service.settle(self._call, self._route, charge, reply)
+        self._service.stream_ended(self._route, self._content_chunks)
         yield b"".join(batch + tail)
 
     def _charge(self) -> Charge:
@@ -181,9 +182,9 @@ class StreamJob:
 
     async def _settle_partial(self) -> None:
         """A stream that did not complete: charge what was produced, keep no reply."""
+        self._service.stream_ended(self._route, self._content_chunks)
         try:
-            charge = self._charge()
-            await self._service.settle(self._call, self._route, charge.units, charge.tokens, None)
+            await self._service.settle(self._call, self._route, self._charge(), None)
         except Exception as exc:  # a fault of the gateway's own; the hold expires by itself
             _log.error("settle_failed", call_id=self._call.call_id, error=repr(exc))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from gateway.artifacts.store_url import blob_store_from_url, close_blob_store, open_blob_store
 from gateway.config.live import ConfigWatcher
 from gateway.config.loader import GatewayConfig
+from gateway.metrics import open_metrics
 from gateway.resources import open_artifacts, open_worker
 from gateway.routing.breakers import Breakers
 from gateway.routing.resolver import Router
@@ -43,18 +45,24 @@ async def _run(settings: Settings, config: GatewayConfig) -> None:
         await open_blob_store(blobs)
         breakers = Breakers()
         router = Router(config, _providers(config, generations), breakers=breakers)
-        artifacts = open_artifacts(settings, config, store, blobs)
-        worker = open_worker(settings, config, store, router, artifacts)
+        # A worker serves no /metrics: its values reach a gateway's scrape only through the
+        # multiprocess folder the two share on one host.
+        shared = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        metrics, _ = open_metrics(settings.metrics and bool(shared))
+        artifacts = open_artifacts(settings, config, store, blobs, metrics)
+        worker = open_worker(settings, config, store, router, artifacts, metrics)
 
         async def apply(new: GatewayConfig) -> None:
             # Tasks under way finish with the providers they started with (closed at exit).
             router = Router(new, _providers(new, generations), breakers=breakers)
-            worker.use(router, open_artifacts(settings, new, store, blobs), new.file.gateway)
+            artifacts = open_artifacts(settings, new, store, blobs, metrics)
+            worker.use(router, artifacts, new.file.gateway)
 
         watcher = ConfigWatcher(config, apply, poll_seconds=settings.config_poll_seconds)
         print(
             f"Worker {worker.worker_id}: {settings.workers} at a time, "
-            f"store {settings.resolved_store_url}",
+            f"store {settings.resolved_store_url}"
+            + (f", metrics in {shared}" if metrics.enabled else ""),
             flush=True,
         )
         stop = asyncio.Event()

@@ -30,6 +30,7 @@ from gateway.errors import (
 )
 from gateway.idempotency import claim_for
 from gateway.ids import new_task_id
+from gateway.metrics import DisabledMetrics, Metrics
 from gateway.ratelimit_headers import retry_after_seconds
 from gateway.routing.options import namespace_problems
 from gateway.routing.resolver import NO_NEEDS, Choice, Route, Router
@@ -64,10 +65,17 @@ class TaskAccepted:
 
 
 class TaskService:
-    def __init__(self, store: Store, router: Router, artifacts: ArtifactService) -> None:
+    def __init__(
+        self,
+        store: Store,
+        router: Router,
+        artifacts: ArtifactService,
+        metrics: Metrics | None = None,
+    ) -> None:
         self._store = store
         self._router = router
         self._artifacts = artifacts
+        self._metrics = metrics or DisabledMetrics()
 
     async def create(
         self,
@@ -121,6 +129,8 @@ class TaskService:
             TaskCreateOutcome.REPLAY,
         ):
             replayed = outcome is TaskCreateOutcome.REPLAY
+            if not replayed:
+                self._metrics.task_created(capability, route.model.id, price)
             return TaskAccepted(task=result.task, replayed=replayed, rate=result.rate)
         error: GatewayError
         if outcome is TaskCreateOutcome.RATE_LIMITED:
@@ -204,9 +214,20 @@ class TaskService:
         )
 
     async def cancel(self, caller: Caller, task_id: str) -> TaskRecord:
+        before = await self._store.get_task(caller.tenant.name, task_id)
+        if before is None:
+            raise NotFound("No such task.")
         task = await self._store.request_cancel(caller.tenant.name, task_id)
         if task is None:
             raise NotFound("No such task.")
+        if before.status == "queued" and task.status == "canceled":  # ended here, not by a worker
+            self._metrics.task_finished(
+                task.capability,
+                task.resolved_model,
+                task.status,
+                task.refunded_units,
+                (task.completed_at or task.created_at) - task.created_at,
+            )
         return task
 
 

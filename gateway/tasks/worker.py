@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import Any
 
 from gateway.artifacts.service import ArtifactService
@@ -23,6 +24,7 @@ from gateway.config.schema import GatewaySection
 from gateway.error_mapping import as_gateway_error
 from gateway.errors import GatewayError, StoreUnavailable
 from gateway.logging import get_logger
+from gateway.metrics import DisabledMetrics, Metrics
 from gateway.routing.resolver import Route, Router
 from gateway.store.base import Store, TaskFinal, TaskProgress, TaskRecord
 from providers.base import ImageRequest, MediaInput, MusicRequest
@@ -48,8 +50,10 @@ class Worker:
         concurrency: int = 4,
         lease_seconds: float = 30.0,
         max_attempts: int = 3,
+        metrics: Metrics | None = None,
     ) -> None:
         self._store = store
+        self._metrics = metrics or DisabledMetrics()
         self._router = router
         self._artifacts = artifacts
         self.worker_id = worker_id
@@ -325,6 +329,15 @@ class Worker:
                 status=task.status,
                 refunded_units=task.refunded_units,
             )
+            if task.status == final.status:  # else it had ended already, and was counted then
+                ended = task.completed_at or time.time()
+                self._metrics.task_finished(
+                    task.capability,
+                    task.resolved_model,
+                    task.status,
+                    task.refunded_units,
+                    ended - task.created_at,
+                )
             return
 
 

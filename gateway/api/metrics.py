@@ -1,0 +1,32 @@
+"""GET /metrics: Prometheus text format, no key (scrapers reach it on the network they share
+with the gateway; keep it off the public listener in front). 404 when GATEWAY_METRICS=off."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request, get
+from litestar.response import Response
+
+from gateway.errors import NotFound
+from gateway.metrics import CONTENT_TYPE, LiveFacts, MetricsExporter
+from gateway.metrics.exposition import read_queue_depth
+from gateway.resources import Resources
+
+__all__ = ["HANDLERS", "metrics"]
+
+
+@get("/metrics", include_in_schema=False)
+async def metrics(request: Request[Any, Any, Any], resources: Resources) -> Response[bytes]:
+    exporter: MetricsExporter | None = request.app.state.metrics_exporter
+    if exporter is None:
+        raise NotFound("Metrics are off (GATEWAY_METRICS=off).")
+    facts = LiveFacts(
+        config_version=resources.config.version,
+        breakers=resources.router.breaker_states(),
+        queue_depth=await read_queue_depth(resources.store.task_queue_depth),
+    )
+    return Response(await exporter.render(facts), media_type=CONTENT_TYPE)
+
+
+HANDLERS = [metrics]

@@ -1,0 +1,130 @@
+"""`GET /metrics`: the instruments' values plus what is read live at scrape time.
+
+Live facts are the state of things, not events: the loaded routing file's version, each
+upstream's circuit breaker, the task queue's depth and whether the store answers. They are
+read when Prometheus asks (one bounded store call), so they cost nothing per request and are
+right for this process whatever the other processes do.
+
+In multiprocess mode (`PROMETHEUS_MULTIPROC_DIR`), the instruments' values are summed from every
+process's files in that folder; the live facts are this process's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry, disable_created_metrics, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from gateway.metrics.instruments import DisabledMetrics, Metrics
+
+__all__ = ["CONTENT_TYPE", "LiveFacts", "MetricsExporter", "open_metrics", "read_queue_depth"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4"
+"""Prometheus's text format, which every Prometheus reads (the charset is added on sending)."""
+_BREAKER_STATES = ("closed", "half_open", "open")
+_QUEUE_READ_SECONDS = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class LiveFacts:
+    config_version: str
+    breakers: Mapping[str, str]
+    """Provider name -> `closed`, `half_open` or `open`."""
+    queue_depth: int | None
+    """None when the store did not answer in time."""
+
+
+class _LiveCollector:
+    def __init__(self, facts: LiveFacts) -> None:
+        self._facts = facts
+
+    def collect(self) -> Iterator[Metric]:
+        facts = self._facts
+        info = GaugeMetricFamily(
+            "gateway_config_info", "The loaded routing file (1), by version.", labels=["version"]
+        )
+        info.add_metric([facts.config_version], 1)
+        yield info
+        breakers = GaugeMetricFamily(
+            "gateway_circuit_breaker_state",
+            "Each upstream's circuit breaker: 1 for its current state, 0 for the others.",
+            labels=["provider", "state"],
+        )
+        for provider, state in sorted(facts.breakers.items()):
+            for name in _BREAKER_STATES:
+                breakers.add_metric([provider, name], 1 if state == name else 0)
+        yield breakers
+        store_up = GaugeMetricFamily(
+            "gateway_store_up", "1 when the store answered the scrape's read in time."
+        )
+        store_up.add_metric([], 0 if facts.queue_depth is None else 1)
+        yield store_up
+        if facts.queue_depth is not None:
+            depth = GaugeMetricFamily(
+                "gateway_task_queue_depth", "Tasks queued and not yet claimed by a worker."
+            )
+            depth.add_metric([], facts.queue_depth)
+            yield depth
+
+
+class _Sources:
+    """What `generate_latest` reads: any object with `collect()` will do."""
+
+    def __init__(self, sources: Iterable[Any]) -> None:
+        self._sources = list(sources)
+
+    def collect(self) -> Iterator[Metric]:
+        for source in self._sources:
+            yield from source.collect()
+
+
+class MetricsExporter:
+    """Renders the Prometheus text for a scrape."""
+
+    def __init__(self, registry: CollectorRegistry | None, multiprocess_dir: str | None) -> None:
+        self._registry = registry
+        self._multiprocess_dir = multiprocess_dir
+
+    async def render(self, facts: LiveFacts) -> bytes:
+        sources: list[Any] = []
+        if self._multiprocess_dir is not None:
+            merged = CollectorRegistry(auto_describe=False)
+            MultiProcessCollector(merged, path=self._multiprocess_dir)  # type: ignore[no-untyped-call]
+            sources.append(merged)
+        elif self._registry is not None:
+            sources.append(self._registry)
+        sources.append(_LiveCollector(facts))
+        scrape = _Sources(sources)
+        if self._multiprocess_dir is not None:  # reads a file per process: off the loop
+            return await asyncio.to_thread(generate_latest, scrape)
+        return generate_latest(scrape)
+
+
+async def read_queue_depth(read: Any) -> int | None:
+    """The store's queue depth, or None when it does not answer within a quarter second."""
+    try:
+        return int(await asyncio.wait_for(read(), _QUEUE_READ_SECONDS))
+    except Exception:
+        return None
+
+
+def open_metrics(enabled: bool) -> tuple[Metrics, MetricsExporter | None]:
+    """The instruments and their exporter (None when metrics are off).
+
+    Multiprocess mode follows prometheus-client's own switch, `PROMETHEUS_MULTIPROC_DIR`, which
+    the library reads when it is first imported: set it in the environment, not later."""
+    if not enabled:
+        return DisabledMetrics(), None
+    # The `_created` series double the text and Prometheus does not read them from it.
+    disable_created_metrics()
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
+    if directory is not None:
+        return Metrics(None), MetricsExporter(None, directory)
+    registry = CollectorRegistry(auto_describe=False)
+    return Metrics(registry), MetricsExporter(registry, None)
