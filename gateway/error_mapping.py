@@ -5,6 +5,8 @@ This is the one place where framework and provider failures get their status and
 
 from __future__ import annotations
 
+import math
+
 from litestar.exceptions import (
     HTTPException,
     MethodNotAllowedException,
@@ -48,11 +50,17 @@ def as_gateway_error(exc: BaseException) -> GatewayError:
 def _from_provider(exc: ProviderError) -> GatewayError:
     if isinstance(exc, UpstreamRejectedRequest):
         return InvalidRequest(f"The model rejected the request: {exc.message}")
+    error: GatewayError
     if isinstance(exc, UpstreamUnavailable):
-        return ModelUnavailable()
-    if isinstance(exc, UpstreamTimeout):
-        return UpstreamTimedOut()
-    return UpstreamFailed()
+        error = ModelUnavailable()
+    elif isinstance(exc, UpstreamTimeout):
+        error = UpstreamTimedOut()
+    else:
+        error = UpstreamFailed()
+    if exc.retry_after is not None and exc.retry_after > 0:
+        # The upstream said when to come back: so does the gateway, in whole seconds.
+        error.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+    return error
 
 
 def _from_http(exc: HTTPException) -> GatewayError:
