@@ -122,7 +122,7 @@ def open_metrics(enabled: bool) -> tuple[Metrics, MetricsExporter | None]:
     if not enabled:
         return DisabledMetrics(), None
     # The `_created` series double the text and Prometheus does not read them from it.
-    disable_created_metrics()
+    disable_created_metrics()  # type: ignore[no-untyped-call]
     directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
     if directory is not None:
         return Metrics(None), MetricsExporter(None, directory)
