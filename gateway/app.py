@@ -12,6 +12,7 @@ from litestar.di import Provide
 from gateway.api import route_handlers
 from gateway.api.dependencies import provide_caller, provide_resources
 from gateway.api.envelope import handle_exception
+from gateway.api.openapi import openapi_config
 from gateway.config.live import ConfigWatcher
 from gateway.config.loader import GatewayConfig, load_config
 from gateway.logging import configure_logging
@@ -60,7 +61,7 @@ def create_app(settings: Settings | None = None, config: GatewayConfig | None = 
         exception_handlers={Exception: handle_exception},
         request_max_body_size=config.file.gateway.max_body_bytes,
         logging_config=None,
-        openapi_config=None,
+        openapi_config=openapi_config(),
     )
     app.state.metrics_exporter = exporter
     # Outermost, around Litestar's own handler: routing errors (404/405) get a request id,

@@ -1,8 +1,11 @@
 """`gateway`: serve, run task workers, manage keys and credits, check the routing file.
 
-Operators script these commands: output formats and exit codes are stable. Settings come from
-the same environment variables as `serve` (GATEWAY_STORE_URL, GATEWAY_CONFIG, ...).
-Exit codes: 0 ok, 1 the operation failed (unknown key, store down), 2 bad usage or config.
+Operators script these commands: output formats and exit codes are stable (tab-separated
+columns keep their order; new ones are only appended). Settings come from the same environment
+variables as `serve` (GATEWAY_STORE_URL, GATEWAY_CONFIG, ...). Keys, credits, tenants and usage
+follow the admin API's rules (`gateway.admin.service`, `gateway.admin.usage`).
+Exit codes: 0 ok, 1 the operation failed (unknown key, store down), 2 bad usage or config
+(an unknown tenant, an invalid amount, an entry id reused).
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
-from gateway.billing.money import format_credits, parse_credits
+from gateway.billing.money import format_credits
+from gateway.client import cli as tasks_cli
 from gateway.config.loader import ConfigError, GatewayConfig, load_config
+from gateway.errors import EntryIdReused, GatewayError, KeyNotFound
 from gateway.settings import Settings, SettingsError
 from gateway.store import store_from_url
-from gateway.store.base import LedgerKind, Store
+from gateway.store.base import Store
 
 __all__ = ["main"]
 
@@ -45,8 +50,11 @@ def _parser() -> argparse.ArgumentParser:
     create.add_argument("--tenant", required=True)
     revoke = keys.add_parser("revoke", help="revoke a key by its id (key_...) or the key itself")
     revoke.add_argument("key")
-    listing = keys.add_parser("list", help="list a tenant's keys (id, created, revoked)")
-    listing.add_argument("--tenant", required=True)
+    listing = keys.add_parser(
+        "list", help="list keys (id, created, revoked, tenant, prefix); every tenant's by default"
+    )
+    listing.add_argument("--tenant")
+    listing.add_argument("--prefix", help="only keys whose prefix (gw-...) or id starts with it")
 
     credits = commands.add_parser("credits", help="wallets").add_subparsers(
         dest="action", required=True
@@ -71,11 +79,35 @@ def _parser() -> argparse.ArgumentParser:
     )
     check = config.add_parser("check", help="validate the routing file")
     check.add_argument("--config", help="path (default: GATEWAY_CONFIG or config/gateway.toml)")
+
+    admin = commands.add_parser("admin", help="the admin API").add_subparsers(
+        dest="action", required=True
+    )
+    admin.add_parser(
+        "token", help="make an admin token: the token on stdout, its hash setting on stderr"
+    )
+    tenants = commands.add_parser("tenants", help="tenants").add_subparsers(
+        dest="action", required=True
+    )
+    tenants.add_parser("list", help="the routing file's tenants (id, balance, active keys)")
+    usage = commands.add_parser(
+        "usage",
+        help="usage and spend per tenant, model and UTC day (tenant, model, day, requests, "
+        "tasks, charged, refunded, spend)",
+    )
+    usage.add_argument("--from", dest="start", help="date or ISO time (default: 30 days ago)")
+    usage.add_argument("--to", dest="end", help="date (included) or ISO time (default: now)")
+    usage.add_argument("--tenant")
+    tasks_cli.add_parser(commands)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "tasks":  # an HTTP client: no settings, store or routing file
+        return tasks_cli.run(args)
+    if args.command == "admin":  # needs nothing else, so it works whatever the settings say
+        return _admin_token()
     try:
         settings = Settings.from_env()
     except SettingsError as exc:
@@ -118,9 +150,18 @@ def main(argv: list[str] | None = None) -> int:
             settings = replace(settings, workers=4)
         return run_worker(settings, config)
     action: Callable[[Store, GatewayConfig, Any], Awaitable[int]] = _ACTIONS[
-        (args.command, args.action)
+        (args.command, getattr(args, "action", ""))
     ]
     return asyncio.run(_with_store(settings, config, action, args))
+
+
+def _admin_token() -> int:
+    from gateway.admin.token import hash_setting, new_admin_token
+
+    token = new_admin_token()
+    print(token)
+    print(f"GATEWAY_ADMIN_TOKEN_HASH={hash_setting(token)}", file=sys.stderr)
+    return 0
 
 
 def auto_dry_run(config: GatewayConfig) -> list[str]:
@@ -159,89 +200,80 @@ async def _with_store(
     except StoreUnavailable as exc:
         _err(f"store unavailable ({settings.resolved_store_url}): {exc}")
         return 1
+    except KeyNotFound:
+        _err("no such key")
+        return 1
+    except GatewayError as exc:  # the operator's mistake, said as the API says it
+        _refused(exc)
+        return 2
     finally:
         await store.close()
 
 
-async def _keys_create(store: Store, config: GatewayConfig, args: Any) -> int:
-    from gateway.keys import UnknownTenant, issue_key
+def _refused(exc: GatewayError) -> None:
+    """One line per problem, naming the option (`--amount: ...`)."""
+    if not exc.details:
+        _err(exc.message)
+    for detail in exc.details:
+        if isinstance(exc, EntryIdReused):
+            _err(f"--{detail.field} {detail.message}")
+        else:
+            _err(f"--{detail.field}: {detail.message}")
 
-    try:
-        key, record = await issue_key(store, config, args.tenant)
-    except UnknownTenant as exc:
-        _err(str(exc))
-        return 2
+
+async def _keys_create(store: Store, config: GatewayConfig, args: Any) -> int:
+    from gateway.admin.service import create_key
+
+    key, record = await create_key(store, config, args.tenant)
     print(key)
     print(f"created {record.key_id} for tenant {record.tenant}", file=sys.stderr)
     return 0
 
 
 async def _keys_revoke(store: Store, config: GatewayConfig, args: Any) -> int:
-    from gateway.keys import revoke_key
+    from gateway.admin.service import revoke_key
 
-    if await revoke_key(store, args.key):
-        print("revoked")
-        return 0
-    _err("no such key")
-    return 1
-
-
-async def _keys_list(store: Store, config: GatewayConfig, args: Any) -> int:
-    from gateway.api.wallet import iso
-
-    if not _known(config, args.tenant):
-        return 2
-    for record in await store.list_keys(args.tenant):
-        revoked = iso(record.revoked_at) if record.revoked_at else "-"
-        print(f"{record.key_id}\t{iso(record.created_at)}\t{revoked}")
+    await revoke_key(store, args.key)
+    print("revoked")
     return 0
 
 
-def _known(config: GatewayConfig, tenant: str) -> bool:
-    from gateway.keys import UnknownTenant, check_tenant
+async def _keys_list(store: Store, config: GatewayConfig, args: Any) -> int:
+    from gateway.admin.service import list_keys
+    from gateway.api.wallet import iso
 
-    try:
-        check_tenant(config, tenant)
-    except UnknownTenant as exc:
-        _err(str(exc))
-        return False
-    return True
+    for record in await list_keys(store, config, tenant=args.tenant, prefix=args.prefix):
+        revoked = iso(record.revoked_at) if record.revoked_at else "-"
+        print(
+            f"{record.key_id}\t{iso(record.created_at)}\t{revoked}\t{record.tenant}"
+            f"\t{record.prefix or '-'}"
+        )
+    return 0
 
 
 async def _credits_grant(store: Store, config: GatewayConfig, args: Any) -> int:
-    return await _ledger_entry(store, config, args, "grant")
+    return await _ledger_entry(store, config, args, grant=True)
 
 
 async def _credits_adjust(store: Store, config: GatewayConfig, args: Any) -> int:
-    return await _ledger_entry(store, config, args, "adjustment")
+    return await _ledger_entry(store, config, args, grant=False)
 
 
-async def _ledger_entry(store: Store, config: GatewayConfig, args: Any, kind: LedgerKind) -> int:
+async def _ledger_entry(store: Store, config: GatewayConfig, args: Any, *, grant: bool) -> int:
     """A grant (positive) or an adjustment (either sign), once per --id: a repeat of the same
     entry prints the balance it left; the same id with another amount or kind is refused."""
-    import secrets
+    from gateway.admin.service import add_entry
 
-    if not _known(config, args.tenant):
-        return 2
-    try:
-        units = parse_credits(args.amount)
-    except ValueError as exc:
-        _err(f"--amount: {exc}")
-        return 2
-    if units == 0:
-        _err("--amount: must not be zero")
-        return 2
-    if kind == "grant" and units < 0:
-        _err("--amount: a grant adds credits; take credits away with 'gateway credits adjust'")
-        return 2
-    entry_id = args.id or f"{'grant' if kind == 'grant' else 'adjust'}:{secrets.token_hex(12)}"
-    entry = await store.grant(args.tenant, units, entry_id=entry_id, reason=args.reason, kind=kind)
-    if entry.amount_units != units or entry.kind != kind:
-        _err(
-            f"--id {entry_id!r} was already used for {format_credits(entry.amount_units)} "
-            f"credits ({entry.kind}) to {args.tenant}; use a new id"
-        )
-        return 2
+    result = await add_entry(
+        store,
+        config,
+        args.tenant,
+        kind="grant" if grant else "adjustment",
+        amount=args.amount,
+        reason=args.reason,
+        entry_id=args.id,
+    )
+    entry = result.entry
     print(format_credits(entry.balance_after_units))
     print(
         f"{entry.id}: {format_credits(entry.amount_units)} credits to {args.tenant}",
@@ -251,10 +283,35 @@ async def _ledger_entry(store: Store, config: GatewayConfig, args: Any, kind: Le
 
 
 async def _credits_balance(store: Store, config: GatewayConfig, args: Any) -> int:
-    if not _known(config, args.tenant):
-        return 2
+    from gateway.admin.service import require_tenant
+
+    require_tenant(config, args.tenant)
     wallet = await store.wallet(args.tenant)
     print(format_credits(wallet.balance_units))
+    return 0
+
+
+async def _tenants_list(store: Store, config: GatewayConfig, args: Any) -> int:
+    from gateway.admin.service import tenant_summaries
+
+    for summary in await tenant_summaries(store, config):
+        balance = format_credits(summary.wallet.balance_units)
+        print(f"{summary.name}\t{balance}\t{summary.active_keys}")
+    return 0
+
+
+async def _usage(store: Store, config: GatewayConfig, args: Any) -> int:
+    import time
+
+    from gateway.admin.usage import usage_report
+
+    report = await usage_report(
+        store, config, start=args.start, end=args.end, tenant=args.tenant, now=time.time()
+    )
+    for row in report.rows:
+        money = (row.charged_units, row.refunded_units, row.spend_units)
+        fields = [row.tenant, row.model or "-", row.day, str(row.requests), str(row.tasks)]
+        print("\t".join([*fields, *(format_credits(units) for units in money)]))
     return 0
 
 
@@ -265,6 +322,8 @@ _ACTIONS: dict[tuple[str, str], Callable[[Store, GatewayConfig, Any], Awaitable[
     ("credits", "grant"): _credits_grant,
     ("credits", "adjust"): _credits_adjust,
     ("credits", "balance"): _credits_balance,
+    ("tenants", "list"): _tenants_list,
+    ("usage", ""): _usage,
 }
 
 

@@ -7,10 +7,13 @@ import msgspec
 
 from gateway.errors import ErrorDetail, GatewayError
 
-__all__ = ["ErrorBody", "envelope_bytes"]
+__all__ = ["ErrorBody", "ErrorObject", "envelope_bytes"]
 
 
-class _Error(msgspec.Struct, kw_only=True):
+class ErrorObject(msgspec.Struct, kw_only=True):
+    """`details` lists the offending fields of a rejected request; `type` and `param` are
+    OpenAI's (`param`: the first detail's field)."""
+
     code: str
     message: str
     retryable: bool
@@ -21,11 +24,11 @@ class _Error(msgspec.Struct, kw_only=True):
 
 
 class ErrorBody(msgspec.Struct, kw_only=True):
-    error: _Error
+    error: ErrorObject
 
 
 def envelope_bytes(error: GatewayError, request_id: str) -> bytes:
-    body = _Error(
+    body = ErrorObject(
         code=error.code,
         message=error.message,
         retryable=error.retryable,

@@ -9,7 +9,10 @@ from gateway.config.loader import GatewayConfig
 from gateway.ids import new_key_id
 from gateway.store.base import ApiKeyRecord, Store
 
-__all__ = ["UnknownTenant", "check_tenant", "issue_key", "revoke_key"]
+__all__ = ["KEY_PREFIX_CHARS", "UnknownTenant", "check_tenant", "issue_key", "revoke_key"]
+
+KEY_PREFIX_CHARS = 10
+"""How much of a key its record keeps for display (`gw-` and 7 random characters)."""
 
 
 class UnknownTenant(ValueError):
@@ -30,7 +33,9 @@ async def issue_key(store: Store, config: GatewayConfig, tenant: str) -> tuple[s
     """Returns the key (shown once, never stored) and its record."""
     check_tenant(config, tenant)
     key = new_api_key()
-    record = ApiKeyRecord(key_id=new_key_id(), tenant=tenant, created_at=time.time())
+    record = ApiKeyRecord(
+        key_id=new_key_id(), tenant=tenant, created_at=time.time(), prefix=key[:KEY_PREFIX_CHARS]
+    )
     await store.create_key(record, hash_api_key(key))
     return key, record
 

@@ -159,15 +159,15 @@ class Runtime:
             await _close_providers(providers)
 
     async def _sweep(self, every: float = 60.0) -> None:
-        """Retention: expired artifacts are removed once a minute."""
+        """Retention: expired artifacts (and what crashed writes left) are removed at start,
+        then once a minute."""
         while True:
+            if self.current is not None:
+                try:
+                    await self.current.artifacts.sweep()
+                except Exception as exc:  # the store may be away; the next round catches up
+                    _log.warning("artifact_sweep_failed", error=repr(exc))
             await asyncio.sleep(every)
-            if self.current is None:
-                continue
-            try:
-                await self.current.artifacts.sweep()
-            except Exception as exc:  # the store may be away; the next round catches up
-                _log.warning("artifact_sweep_failed", error=repr(exc))
 
 
 @asynccontextmanager

@@ -9,6 +9,12 @@ aiohttp/asyncio raise into `providers.errors`.
         disconnect, not HTTP     ProviderError (closed before answering, garbage status line)
         other                    ProviderError
 
+A whole answer is read with `read_body(response, max_bytes)`, never `response.read()`: an
+upstream that keeps sending (a wrong `base_url`, a broken server) must not make the gateway
+hold it all before the total timeout; past the bound the connection is closed and the call
+fails (ProviderError). `MAX_ANSWER_BYTES` bounds JSON answers (chat, errors, task APIs),
+`MAX_MEDIA_BYTES` answers that carry media (images in base64, downloaded audio).
+
 Adapters catch at the boundary with a plain `try`/`except TRANSPORT_ERRORS` rather than a
 context manager: a `try` costs nothing until something is raised, and these calls sit on a path
 measured in tens of microseconds.
@@ -24,10 +30,40 @@ from multidict import CIMultiDict
 from providers.errors import ProviderError, UpstreamTimeout, UpstreamUnavailable
 from providers.options import HttpOptions
 
-__all__ = ["TRANSPORT_ERRORS", "new_session", "stream_timeout", "transport_error"]
+__all__ = [
+    "MAX_ANSWER_BYTES",
+    "MAX_MEDIA_BYTES",
+    "TRANSPORT_ERRORS",
+    "new_session",
+    "read_body",
+    "stream_timeout",
+    "transport_error",
+]
 
 # What a request or a read may raise that is the transport's fault (CancelledError is not).
 TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError, OSError)
+MAX_ANSWER_BYTES = 32 * 1024 * 1024
+MAX_MEDIA_BYTES = 512 * 1024 * 1024
+
+
+async def read_body(response: aiohttp.ClientResponse, max_bytes: int) -> bytes:
+    """The whole body; ProviderError (the connection closed) once it passes `max_bytes`.
+    Transport errors pass through, for the caller's `except TRANSPORT_ERRORS`."""
+    length = response.content_length
+    if length is not None and length <= max_bytes:
+        return await response.read()
+    if length is None:
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.content.iter_any():
+            size += len(chunk)
+            if size > max_bytes:
+                break
+            chunks.append(chunk)
+        else:
+            return b"".join(chunks)
+    response.close()
+    raise ProviderError(f"the upstream's answer is over {max_bytes} bytes")
 
 
 def new_session(options: HttpOptions, headers: Mapping[str, str]) -> aiohttp.ClientSession:

@@ -9,13 +9,20 @@ a colon) is handled on a slower path only when a block needs it.
 Only `data` is returned: `event:`, `id:` and `retry:` are dropped because every upstream we
 speak (OpenAI, Anthropic, Gemini) repeats the event type inside the JSON payload. The OpenAI
 end marker `data: [DONE]` sets `done` and ends parsing: nothing after it is returned.
+
+An event still incomplete past `MAX_EVENT_BYTES` is a ProviderError: an upstream that sends
+an event without end (no blank line, ever) must not make the gateway hold it all, and each
+read keeps arriving within the per-read timeout, so nothing else would stop it.
 """
 
 from __future__ import annotations
 
-__all__ = ["DONE", "SSEDecoder"]
+from providers.errors import ProviderError
+
+__all__ = ["DONE", "MAX_EVENT_BYTES", "SSEDecoder"]
 
 DONE = b"[DONE]"
+MAX_EVENT_BYTES = 16 * 1024 * 1024
 
 
 class SSEDecoder:
@@ -41,8 +48,10 @@ class SSEDecoder:
         end = buf.rfind(b"\n\n")
         if end < 0:
             self._buf = buf + tail
+            _check_size(self._buf)
             return []
         self._buf = buf[end + 2 :] + tail
+        _check_size(self._buf)
         return self._events(buf[:end].split(b"\n\n"))
 
     def flush(self) -> list[bytes]:
@@ -69,6 +78,11 @@ class SSEDecoder:
                 break
             out.append(data)
         return out
+
+
+def _check_size(pending: bytes) -> None:
+    if len(pending) > MAX_EVENT_BYTES:
+        raise ProviderError(f"the upstream sent an event over {MAX_EVENT_BYTES} bytes")
 
 
 def _parse_block(block: bytes) -> bytes | None:

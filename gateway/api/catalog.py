@@ -12,6 +12,7 @@ import msgspec
 from litestar import get
 
 from gateway.api.models import created_at
+from gateway.api.openapi_doc import OperationDoc, documented
 from gateway.auth import Caller
 from gateway.config.schema import ModelEntry
 from gateway.resources import Resources
@@ -98,7 +99,17 @@ def _pricing(model: ModelEntry) -> dict[str, str | dict[str, str]]:
     return {"unit": "credits_per_task", "credits_per_task": f"{pricing.credits_per_task:.4f}"}
 
 
-@get("/v1/catalog/models")
+@get(
+    "/v1/catalog/models",
+    opt=documented(
+        OperationDoc(
+            summary="Models with capabilities, modalities, release label and pricing",
+            tag="Catalog",
+            release="Preview",
+            responses={200: CatalogModelList},
+        )
+    ),
+)
 async def list_catalog_models(caller: Caller, resources: Resources) -> CatalogModelList:
     created = created_at(resources)
     data = []
@@ -119,7 +130,17 @@ async def list_catalog_models(caller: Caller, resources: Resources) -> CatalogMo
     return CatalogModelList(data=data)
 
 
-@get("/v1/catalog/capabilities")
+@get(
+    "/v1/catalog/capabilities",
+    opt=documented(
+        OperationDoc(
+            summary="What can be done today, capability by capability",
+            tag="Catalog",
+            release="Preview",
+            responses={200: CapabilityList},
+        )
+    ),
+)
 async def list_capabilities(caller: Caller, resources: Resources) -> CapabilityList:
     by_capability: dict[str, list[str]] = {}
     for model in resources.router.visible_models(caller.tenant):

@@ -19,17 +19,57 @@ from litestar import asgi
 
 from gateway.api.chat_stream import send_event_stream
 from gateway.api.dependencies import authenticate
+from gateway.api.openapi_doc import Content, OperationDoc, documented
 from gateway.api.responses import route_headers, send_bytes, send_reply
 from gateway.chat.outcomes import ChatCompleted, ChatReplayed
 from gateway.context import context_of
 from gateway.errors import InvalidRequest, MethodNotAllowed, PayloadTooLarge
 from gateway.json_body import require_json_content_type
 from gateway.resources import Resources
+from gateway.schemas.chat import ChatRequestBody
+from gateway.schemas.chat_response import ChatCompletion, ChatCompletionChunk
 
 __all__ = ["HANDLERS", "chat_completions"]
 
+_EVENTS = Content(
+    "text/event-stream",
+    {
+        "description": "With `stream: true`: `data: <chat.completion.chunk JSON>` events, each "
+        "followed by a blank line, ending with `data: [DONE]`. A stream that breaks after it "
+        "started ends with a `data:` event holding the error envelope and no `[DONE]`.",
+    },
+    events=ChatCompletionChunk,
+)
+_ROUTED = {"x-gateway-model": False, "x-gateway-route": False}
+_UPSTREAM = {**_ROUTED, "Retry-After": False}
+_DOC = OperationDoc(
+    summary="Create a chat completion",
+    tag="Chat",
+    release="Available",
+    method="POST",
+    body=ChatRequestBody,
+    example={"model": "auto", "messages": [{"role": "user", "content": "Say hello"}]},
+    responses={200: (ChatCompletion, _EVENTS)},
+    errors=(400, 402, 404, 409, 422, 502, 504),
+    idempotent=True,
+    tokens=True,
+    headers={
+        200: {"x-gateway-model": True, "x-gateway-route": True, "Idempotent-Replayed": False},
+        400: _ROUTED,
+        502: _UPSTREAM,
+        503: _UPSTREAM,
+        504: _UPSTREAM,
+    },
+    description="The OpenAI request and answer, synchronous (JSON) or streamed (`stream: "
+    "true`, Server-Sent Events; also Available). `model` is `auto` or a model id you may "
+    "use (else 404 `model_not_found`). An invalid body is 400 `invalid_request` with one "
+    "`details[]` item per problem; a failure before streaming starts is the JSON envelope, "
+    "never a partial stream. Postpaid: a hold for the worst case is placed first (402 when "
+    "the wallet cannot cover it), the charge is in `usage.credits`.",
+)
 
-@asgi("/v1/chat/completions", copy_scope=False)
+
+@asgi("/v1/chat/completions", copy_scope=False, opt=documented(_DOC))
 async def chat_completions(scope: Any, receive: Any, send: Any) -> None:
     if scope["method"] != "POST":
         raise MethodNotAllowed()

@@ -1,5 +1,6 @@
 """What the image and music create endpoints share: read the JSON body, create the task,
-answer 202 with the envelope (`Idempotent-Replayed: true` on a replay)."""
+answer 202 with the envelope (`Idempotent-Replayed: true` on a replay), and their OpenAPI
+description."""
 
 from __future__ import annotations
 
@@ -9,16 +10,44 @@ import msgspec
 from litestar import Request, Response
 
 from gateway.api.dependencies import authenticate
+from gateway.api.openapi_doc import OperationDoc, documented
 from gateway.api.task_view import task_view
 from gateway.context import context_of
 from gateway.errors import ValidationFailed
 from gateway.json_body import decode_json, require_json_content_type
 from gateway.resources import Resources
 from gateway.schemas.media import MediaRequest
+from gateway.schemas.tasks import TaskView
 
-__all__ = ["create_task"]
+__all__ = ["create_doc", "create_task"]
 
 _encode = msgspec.json.Encoder().encode
+
+
+def create_doc(
+    summary: str,
+    tag: str,
+    body: Any,
+    description: str,
+    example: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The `opt=` of a create endpoint: 202 with the task, prepaid (402), validated (422)."""
+    return documented(
+        OperationDoc(
+            summary=summary,
+            tag=tag,
+            release="Preview",
+            body=body,
+            example=example,
+            responses={202: TaskView},
+            errors=(402, 422),
+            idempotent=True,
+            headers={202: {"Location": True, "Idempotent-Replayed": False}},
+            description=description
+            + " The price is debited when the task is created (402 when the wallet cannot "
+            "cover it) and refunded when it fails. Poll the task (`Location`) until it ends.",
+        )
+    )
 
 
 async def create_task(

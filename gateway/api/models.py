@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 from litestar import get
 
+from gateway.api.openapi_doc import OperationDoc, documented
 from gateway.auth import Caller
 from gateway.config.schema import ModelEntry
 from gateway.resources import Resources
@@ -36,14 +37,37 @@ def created_at(resources: Resources) -> int:
         return 0
 
 
-@get("/v1/models")
+@get(
+    "/v1/models",
+    opt=documented(
+        OperationDoc(
+            summary="List the models you may use",
+            tag="Models",
+            release="Preview",
+            responses={200: ModelList},
+        )
+    ),
+)
 async def list_models(caller: Caller, resources: Resources) -> ModelList:
     created = created_at(resources)
     models = resources.router.visible_models(caller.tenant)
     return ModelList(data=[_model_object(m, created) for m in models])
 
 
-@get("/v1/models/{model_id:path}")
+@get(
+    "/v1/models/{model_id:path}",
+    opt=documented(
+        OperationDoc(
+            summary="Retrieve a model",
+            tag="Models",
+            release="Preview",
+            responses={200: ModelObject},
+            errors=(404,),
+            description="404 `model_not_found` for a model that does not exist or that you "
+            "may not use.",
+        )
+    ),
+)
 async def retrieve_model(model_id: str, caller: Caller, resources: Resources) -> ModelObject:
     wanted = model_id.lstrip("/")
     for model in resources.router.visible_models(caller.tenant):

@@ -1,4 +1,6 @@
-"""Planned capabilities: known paths that answer 501 with their release label."""
+"""Planned capabilities: known paths that answer 501 with their release label.
+
+Not in the OpenAPI document: the spec's public description lists only callable endpoints."""
 
 from __future__ import annotations
 
@@ -25,7 +27,9 @@ _PLANNED = {
 }
 
 
-@route(list(_PLANNED), http_method=["GET", "POST", "PUT", "PATCH", "DELETE"])
+@route(
+    list(_PLANNED), http_method=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False
+)
 async def planned(request: Request[Any, Any, Any]) -> None:
     feature = _PLANNED.get(request.url.path.rstrip("/"), "this capability")
     raise NotImplementedYet(f"The {feature} API is Planned and not callable yet.")

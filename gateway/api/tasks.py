@@ -7,11 +7,14 @@ from typing import Any, cast
 from litestar import get, post
 from litestar.params import Parameter
 
+from gateway.api.openapi_doc import OperationDoc, documented
+from gateway.api.query import page_limit
 from gateway.api.task_view import task_view
 from gateway.auth import Caller
 from gateway.config.schema import CAPABILITIES
 from gateway.errors import ErrorDetail, ValidationFailed
 from gateway.resources import Resources
+from gateway.schemas.tasks import TaskList, TaskView
 from gateway.store.base import TaskStatus
 
 __all__ = ["HANDLERS"]
@@ -26,7 +29,24 @@ def _invalid(field: str, message: str) -> ValidationFailed:
     )
 
 
-@get("/v1/tasks")
+@get(
+    "/v1/tasks",
+    opt=documented(
+        OperationDoc(
+            summary="List your tasks, newest first",
+            tag="Tasks",
+            release="Preview",
+            responses={200: TaskList},
+            errors=(422,),
+            query={
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
+                "after": {"type": "string", "description": "The last task id of a page."},
+                "status": {"enum": list(_STATUSES)},
+                "capability": {"enum": list(_MEDIA)},
+            },
+        )
+    ),
+)
 async def list_tasks(
     caller: Caller,
     resources: Resources,
@@ -35,15 +55,14 @@ async def list_tasks(
     status: str | None = Parameter(query="status", default=None),
     capability: str | None = Parameter(query="capability", default=None),
 ) -> dict[str, Any]:
-    if not limit.isdigit() or not 1 <= int(limit) <= 100:
-        raise _invalid("limit", "an integer from 1 to 100")
+    size = page_limit(limit, high=100)
     if status is not None and status not in _STATUSES:
         raise _invalid("status", f"one of {', '.join(_STATUSES)}")
     if capability is not None and capability not in _MEDIA:
         raise _invalid("capability", f"one of {', '.join(_MEDIA)}")
     page = await resources.tasks.list(
         caller,
-        limit=int(limit),
+        limit=size,
         after=after or None,
         status=cast(TaskStatus | None, status),
         capability=capability,
@@ -58,13 +77,39 @@ async def list_tasks(
     }
 
 
-@get("/v1/tasks/{task_id:str}")
+@get(
+    "/v1/tasks/{task_id:str}",
+    opt=documented(
+        OperationDoc(
+            summary="Get a task",
+            tag="Tasks",
+            release="Preview",
+            responses={200: TaskView},
+            errors=(404,),
+            description="Another tenant's task is a 404, as if it did not exist.",
+        )
+    ),
+)
 async def get_task(caller: Caller, resources: Resources, task_id: str) -> dict[str, Any]:
     task = await resources.tasks.get(caller, task_id)
     return task_view(task, resources.artifacts, caller.tenant.credits_per_usd)
 
 
-@post("/v1/tasks/{task_id:str}/cancel", status_code=200)
+@post(
+    "/v1/tasks/{task_id:str}/cancel",
+    status_code=200,
+    opt=documented(
+        OperationDoc(
+            summary="Cancel a task (best effort)",
+            tag="Tasks",
+            release="Preview",
+            responses={200: TaskView},
+            errors=(404,),
+            description="A queued task is canceled and refunded at once; a running one when its "
+            "worker next checks; a finished one is returned unchanged.",
+        )
+    ),
+)
 async def cancel_task(caller: Caller, resources: Resources, task_id: str) -> dict[str, Any]:
     task = await resources.tasks.cancel(caller, task_id)
     return task_view(task, resources.artifacts, caller.tenant.credits_per_usd)

@@ -8,13 +8,23 @@ import msgspec
 from litestar import get
 from litestar.params import Parameter
 
+from gateway.api.openapi_doc import OperationDoc, documented
+from gateway.api.query import page_limit
 from gateway.auth import Caller
 from gateway.billing.money import format_credits, format_usd
-from gateway.errors import ErrorDetail, ValidationFailed
 from gateway.resources import Resources
-from gateway.store.base import LedgerEntry
+from gateway.store.base import LedgerEntry, Store
 
-__all__ = ["HANDLERS", "LedgerItem", "LedgerList", "WalletView", "get_ledger", "get_wallet"]
+__all__ = [
+    "HANDLERS",
+    "LedgerItem",
+    "LedgerList",
+    "WalletView",
+    "get_ledger",
+    "get_wallet",
+    "iso",
+    "ledger_list",
+]
 
 
 class WalletView(msgspec.Struct, kw_only=True):
@@ -49,7 +59,17 @@ def iso(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
 
 
-@get("/v1/wallet")
+@get(
+    "/v1/wallet",
+    opt=documented(
+        OperationDoc(
+            summary="The wallet's balance",
+            tag="Wallet",
+            release="Preview",
+            responses={200: WalletView},
+        )
+    ),
+)
 async def get_wallet(caller: Caller, resources: Resources) -> WalletView:
     wallet = await resources.store.wallet(caller.tenant.name)
     rate = caller.tenant.credits_per_usd
@@ -75,23 +95,38 @@ def _item(entry: LedgerEntry) -> LedgerItem:
     )
 
 
-@get("/v1/wallet/ledger")
+async def ledger_list(store: Store, tenant: str, limit: str, after: str | None) -> LedgerList:
+    """One page of a tenant's ledger as the API shows it (also the admin API's)."""
+    page = await store.ledger(tenant, limit=page_limit(limit, high=100), after=after or None)
+    data = [_item(entry) for entry in page.entries]
+    return LedgerList(
+        data=data, has_more=page.has_more, next_after=data[-1].id if page.has_more else None
+    )
+
+
+@get(
+    "/v1/wallet/ledger",
+    opt=documented(
+        OperationDoc(
+            summary="The wallet's ledger, newest first",
+            tag="Wallet",
+            release="Preview",
+            responses={200: LedgerList},
+            errors=(422,),
+            query={
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
+                "after": {"type": "string", "description": "The last entry id of a page."},
+            },
+        )
+    ),
+)
 async def get_ledger(
     caller: Caller,
     resources: Resources,
     limit: str = Parameter(query="limit", default="20"),
     after: str | None = Parameter(query="after", default=None),
 ) -> LedgerList:
-    if not limit.isdigit() or not 1 <= int(limit) <= 100:
-        raise ValidationFailed(
-            "limit must be an integer from 1 to 100.",
-            details=[ErrorDetail(field="limit", message="an integer from 1 to 100")],
-        )
-    page = await resources.store.ledger(caller.tenant.name, limit=int(limit), after=after or None)
-    data = [_item(entry) for entry in page.entries]
-    return LedgerList(
-        data=data, has_more=page.has_more, next_after=data[-1].id if page.has_more else None
-    )
+    return await ledger_list(resources.store, caller.tenant.name, limit, after)
 
 
 HANDLERS = [get_ledger, get_wallet]

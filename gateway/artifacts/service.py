@@ -13,11 +13,11 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from gateway.artifacts.blobs import BlobInfo, BlobStore
+from gateway.artifacts.blobs import BlobInfo, BlobStore, LocalBlobStore
 from gateway.artifacts.data_uri import decode_data_uri
 from gateway.artifacts.errors import invalid_input
 from gateway.artifacts.fetch import ReferenceFetcher
-from gateway.artifacts.multipart import open_upload
+from gateway.artifacts.multipart import open_upload, sanitize_filename
 from gateway.artifacts.signing import UrlSigner
 from gateway.artifacts.sniff import AUDIO_TYPES, IMAGE_TYPES, extension_for, sniff
 from gateway.errors import NotFound, UnsupportedMediaType
@@ -26,12 +26,15 @@ from gateway.logging import get_logger
 from gateway.metrics import DisabledMetrics, Metrics
 from gateway.store.base import ArtifactKind, ArtifactRecord, Store
 
-__all__ = ["MEDIA_TYPES", "UPLOAD_MAX_BYTES", "ArtifactService"]
+__all__ = ["MEDIA_TYPES", "STALE_TEMP_SECONDS", "UPLOAD_MAX_BYTES", "ArtifactService"]
 
 UPLOAD_MAX_BYTES = 100 * 1024 * 1024
 REFERENCE_MAX_BYTES = {"image": 20 * 1024 * 1024, "audio": 50 * 1024 * 1024}
 MEDIA_TYPES = {"image": frozenset(IMAGE_TYPES), "audio": frozenset(AUDIO_TYPES)}
 _URL_TTL_SECONDS = 3600
+STALE_TEMP_SECONDS = 3600.0
+"""A blob temp file untouched this long belongs to no live write (writes touch theirs at least
+every 1 MiB; an upload slower than that per hour is taken as dead)."""
 
 _log = get_logger("gateway.artifacts")
 
@@ -114,7 +117,9 @@ class ArtifactService:
                 max_bytes=max_bytes,
             )
             info, mime = fetched.info, fetched.mime_type
-            name = url.rsplit("/", 1)[-1].split("?", 1)[0][:100] or "reference"
+            # The client's own text: made a bare, printable name like an upload's.
+            tail = url.rsplit("/", 1)[-1].split("?", 1)[0].split("#", 1)[0][:100]
+            name = sanitize_filename(tail) if tail.strip() else "reference"
         filename = f"{name}.{extension_for(mime)}" if "." not in name else name
         return await self._record(tenant, artifact_id, "reference", filename, mime, info, key)
 
@@ -192,7 +197,13 @@ class ArtifactService:
     # Retention --------------------------------------------------------------------------
 
     async def sweep(self, *, limit: int = 500) -> int:
-        """Remove expired artifacts (bytes, then record); returns how many went."""
+        """Remove expired artifacts (bytes, then record); returns how many went. On a local
+        folder, also the temp files of writes a crash cut off (a `kill -9` mid-upload), once
+        untouched for `STALE_TEMP_SECONDS`: a younger one may be a write still under way."""
+        if isinstance(self._blobs, LocalBlobStore):
+            stale = await self._blobs.sweep_temp(STALE_TEMP_SECONDS, now=self._clock())
+            if stale:
+                _log.info("temp_files_swept", removed=stale)
         removed = 0
         for record in await self._store.expired_artifacts(self._clock(), limit):
             await self._blobs.delete(record.blob_key)

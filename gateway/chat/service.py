@@ -221,6 +221,7 @@ class ChatService:
                 else:
                     completion = await route.chat.complete(body)
             except Exception as exc:
+                route.scrub(exc)  # before it is logged or shown: it may quote a credential
                 body = None
                 elapsed = time.perf_counter() - attempt_started
                 waited += elapsed
@@ -342,6 +343,7 @@ class ChatService:
                 charge_units=charge.units,
                 tokens_used=charge.tokens,
                 reason=f"chat {model}",
+                model=model,
                 reply=reply,
             )
         )

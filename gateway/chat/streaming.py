@@ -143,6 +143,7 @@ class StreamJob:
                         headers={MODEL_HEADER: self._route.model.id, ROUTE_HEADER: self.note},
                     )
         except Exception as exc:
+            self._route.scrub(exc)  # before it is logged or shown: it may quote a credential
             failure = exc
         if self.gone:
             await self._settle_partial()

@@ -13,17 +13,25 @@ from msgspec import UNSET
 
 from gateway.errors import ErrorDetail, InvalidRequest
 from gateway.json_body import decode_json
-from gateway.schemas.chat import ChatMessage, ChatRequest
+from gateway.schemas.chat import (
+    FUNCTION_NAME_PATTERN,
+    MAX_METADATA_KEY,
+    MAX_METADATA_PAIRS,
+    MAX_METADATA_VALUE,
+    MAX_STOP,
+    PART_TYPES,
+    REASONING_EFFORTS,
+    RESPONSE_FORMATS,
+    SERVICE_TIERS,
+    TOOL_CHOICES,
+    ChatMessage,
+    ChatRequest,
+)
 
 __all__ = ["parse_chat_request"]
 
 _DECODER = msgspec.json.Decoder(ChatRequest)
-_FUNCTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_TOOL_CHOICES = ("none", "auto", "required")
-_REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
-_RESPONSE_FORMATS = ("text", "json_object", "json_schema")
-_SERVICE_TIERS = ("auto", "default", "flex", "scale", "priority")
-_PART_TYPES = ("text", "image_url", "input_audio", "file", "refusal")
+_FUNCTION_NAME = re.compile(FUNCTION_NAME_PATTERN)
 
 
 def parse_chat_request(body: bytes) -> ChatRequest:
@@ -77,16 +85,16 @@ def _check(r: ChatRequest) -> list[ErrorDetail]:
             bad("top_logprobs", "requires logprobs to be true")
     if _set(r.stream_options) and r.stream is not True:
         bad("stream_options", "only allowed when stream is true")
-    if isinstance(r.stop, list) and len(r.stop) > 4:
-        bad("stop", "at most 4 stop sequences")
+    if isinstance(r.stop, list) and len(r.stop) > MAX_STOP:
+        bad("stop", f"at most {MAX_STOP} stop sequences")
     if _set(r.logit_bias):
         for token, bias in r.logit_bias.items():  # type: ignore[union-attr]
             if not -100 <= bias <= 100:
                 bad(f"logit_bias.{token}", "must be between -100 and 100")
-    _one_of(r.reasoning_effort, "reasoning_effort", _REASONING_EFFORTS, bad)
-    _one_of(r.service_tier, "service_tier", _SERVICE_TIERS, bad)
+    _one_of(r.reasoning_effort, "reasoning_effort", REASONING_EFFORTS, bad)
+    _one_of(r.service_tier, "service_tier", SERVICE_TIERS, bad)
     if r.response_format is not UNSET:
-        _one_of(r.response_format.get("type"), "response_format.type", _RESPONSE_FORMATS, bad)
+        _one_of(r.response_format.get("type"), "response_format.type", RESPONSE_FORMATS, bad)
     _check_tools(r, bad)
     _check_metadata(r, bad)
     return out
@@ -110,10 +118,8 @@ def _check_message(index: int, m: ChatMessage, bad: Any) -> None:
             bad(f"{field}.content", "must not be an empty list")
         for position, part in enumerate(content):
             kind = part.get("type")
-            if kind not in _PART_TYPES:
-                bad(
-                    f"{field}.content[{position}].type", f"must be one of: {', '.join(_PART_TYPES)}"
-                )
+            if kind not in PART_TYPES:
+                bad(f"{field}.content[{position}].type", f"must be one of: {', '.join(PART_TYPES)}")
             elif kind == "text" and not isinstance(part.get("text"), str):
                 bad(f"{field}.content[{position}].text", "must be a string")
     if m.role in ("system", "developer", "user") and not _set(content):
@@ -135,12 +141,12 @@ def _check_tools(r: ChatRequest, bad: Any) -> None:
     names: set[str] = set()
     if r.tools is not UNSET:
         for index, tool in enumerate(r.tools):
-            if not _FUNCTION_NAME.match(tool.function.name):
-                bad(f"tools[{index}].function.name", "must match ^[A-Za-z0-9_-]{1,64}$")
+            if not _FUNCTION_NAME.fullmatch(tool.function.name):  # no trailing newline
+                bad(f"tools[{index}].function.name", f"must match {FUNCTION_NAME_PATTERN}")
             names.add(tool.function.name)
     choice = r.tool_choice
     if isinstance(choice, str):
-        _one_of(choice, "tool_choice", _TOOL_CHOICES, bad)
+        _one_of(choice, "tool_choice", TOOL_CHOICES, bad)
         if choice == "required" and not names:
             bad("tool_choice", "'required' needs tools")
     elif isinstance(choice, dict):
@@ -159,8 +165,12 @@ def _check_metadata(r: ChatRequest, bad: Any) -> None:
         return
     metadata = r.metadata
     assert isinstance(metadata, dict)
-    if len(metadata) > 16:
-        bad("metadata", "at most 16 key-value pairs")
+    if len(metadata) > MAX_METADATA_PAIRS:
+        bad("metadata", f"at most {MAX_METADATA_PAIRS} key-value pairs")
     for key, value in metadata.items():
-        if len(key) > 64 or len(value) > 512:
-            bad(f"metadata.{key}", "keys are at most 64 characters, values at most 512")
+        if len(key) > MAX_METADATA_KEY or len(value) > MAX_METADATA_VALUE:
+            bad(
+                f"metadata.{key}",
+                f"keys are at most {MAX_METADATA_KEY} characters, values at most "
+                f"{MAX_METADATA_VALUE}",
+            )

@@ -27,6 +27,7 @@ from gateway.routing.breakers import Breakers, BreakerSettings, BreakerState
 from gateway.routing.fallback import RetryPolicy
 from gateway.routing.policy import NO_NEEDS, Policy
 from gateway.routing.route import Choice, Route
+from gateway.routing.secrets import Scrubber, provider_secrets
 
 __all__ = ["NO_NEEDS", "Choice", "ModelNotFound", "Route", "Router"]
 
@@ -53,6 +54,8 @@ class Router:
         self._config = config
         self._rng = rng or random.Random()
         self._breakers = breakers or Breakers(clock)
+        self.scrubber = Scrubber(provider_secrets(config))
+        """Masks upstream credentials in provider errors (see `Route.scrub`)."""
         settings = BreakerSettings(
             failure_threshold=routing.breaker.failure_threshold,
             open_seconds=float(routing.breaker.open_seconds),
@@ -63,6 +66,7 @@ class Router:
                 provider=providers[model.provider],
                 breaker=self._breakers.get(model.provider, settings),
                 note=f"auto; picked={model.id}",
+                scrubber=self.scrubber,
             )
             for model in config.models.values()
             if model.provider in providers

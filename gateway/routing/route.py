@@ -9,6 +9,7 @@ from typing import Any
 from gateway.config.schema import ModelEntry
 from gateway.routing.breakers import Breaker
 from gateway.routing.fallback import RetryPolicy
+from gateway.routing.secrets import Scrubber
 from providers.base import ChatProvider
 
 __all__ = ["Choice", "Route"]
@@ -24,6 +25,12 @@ class Route:
     breaker: Breaker
     note: str = field(default="", compare=False)
     """`x-gateway-route` when `auto` picked this model and it answered at once."""
+    scrubber: Scrubber = field(default_factory=Scrubber, compare=False, repr=False)
+    """Masks the gateway's upstream credentials in what a failed call reports."""
+
+    def scrub(self, exc: BaseException) -> None:
+        """Call first where a provider error is caught: its message may quote a credential."""
+        self.scrubber.error(exc)
 
     @property
     def chat(self) -> ChatProvider:

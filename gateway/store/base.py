@@ -57,6 +57,9 @@ class ApiKeyRecord(msgspec.Struct, kw_only=True, frozen=True):
     tenant: str
     created_at: float
     revoked_at: float | None = None
+    prefix: str = ""
+    """The key's first characters, shown to operators to tell keys apart ("" for keys issued
+    before it was kept). Not secret: too short to guess the rest from."""
 
 
 class RateLimits(msgspec.Struct, kw_only=True, frozen=True):
@@ -160,6 +163,8 @@ class Settlement(msgspec.Struct, kw_only=True, frozen=True):
     charge_units: int
     tokens_used: int = 0
     reason: str = ""
+    model: str = ""
+    """The model that answered (after fallbacks), kept on the charge's ledger entry."""
     reply: StoredReply | None = None
     reply_ttl_seconds: int = 86_400
 
@@ -186,6 +191,9 @@ class LedgerEntry(msgspec.Struct, kw_only=True, frozen=True):
     reason: str = ""
     task_id: str | None = None
     request_id: str | None = None
+    model: str = ""
+    """The model a charge, debit or refund was for ("" for grants, adjustments and entries
+    written before the ledger kept it)."""
 
 
 class LedgerPage(msgspec.Struct, kw_only=True, frozen=True):
@@ -210,6 +218,9 @@ class Store(Protocol):
         ...
 
     async def list_keys(self, tenant: str) -> list[ApiKeyRecord]: ...
+    async def key_by_id(self, key_id: str) -> ApiKeyRecord | None:
+        """The record of the key with this id (`key_...`); None when there is none."""
+        ...
 
     # Request path
     async def admit(self, admission: Admission) -> AdmissionResult: ...
@@ -238,6 +249,22 @@ class Store(Protocol):
     async def wallet(self, tenant: str) -> Wallet: ...
     async def ledger(self, tenant: str, *, limit: int, after: str | None = None) -> LedgerPage:
         """Newest first; `after` is an entry id from a previous page (unknown id: empty page)."""
+        ...
+
+    async def ledger_entry(self, tenant: str, entry_id: str) -> LedgerEntry | None:
+        """The tenant's entry with this id; None when there is none."""
+        ...
+
+    async def ledger_range(
+        self, tenant: str, *, since: float, until: float, limit: int, after: str | None = None
+    ) -> LedgerPage:
+        """Oldest first: the entries stamped from `since` up to (not including) `until`.
+
+        Entries are stamped in their sequence order (under the write lock; Redis's clock), so
+        the range is found by bisecting the sequence, never by scanning the whole ledger; were
+        a clock ever stepped back, the page is still the contiguous run of the sequence from
+        the first entry stamped at or after `since` to the first at or after `until`. `after`
+        is the last entry id of the previous page (unknown id: empty page)."""
         ...
 
     # Tasks (prepaid media generation; see gateway/store/tasks.py)

@@ -7,6 +7,13 @@ from __future__ import annotations
 
 from gateway.errors import ErrorDetail
 from gateway.schemas.media import (
+    MAX_IMAGES,
+    MAX_METADATA_KEY,
+    MAX_METADATA_PAIRS,
+    MAX_METADATA_VALUE,
+    MAX_PROMPT,
+    MAX_REFERENCE_IMAGES,
+    MAX_TITLE,
     ImageGenerationRequest,
     ImageToImageRequest,
     MediaRequest,
@@ -21,13 +28,6 @@ __all__ = [
     "MAX_REFERENCE_IMAGES",
     "media_problems",
 ]
-
-MAX_PROMPT = 4000
-MAX_REFERENCE_IMAGES = 16
-MAX_METADATA_PAIRS = 16
-MAX_METADATA_KEY = 64
-MAX_METADATA_VALUE = 512
-MAX_TITLE = 200
 
 
 def media_problems(request: MediaRequest) -> list[ErrorDetail]:
@@ -55,8 +55,8 @@ def media_problems(request: MediaRequest) -> list[ErrorDetail]:
         if not isinstance(options, dict):
             bad(f"model_options.{namespace}", "must be an object of the model's options")
     if isinstance(request, ImageGenerationRequest):
-        if not 1 <= request.n <= 4:
-            bad("n", "must be 1 to 4")
+        if not 1 <= request.n <= MAX_IMAGES:
+            bad("n", f"must be 1 to {MAX_IMAGES}")
         if request.aspect_ratio == "auto" and request.quality != "standard":
             bad("aspect_ratio", "'auto' runs at standard quality only")
     if (

@@ -138,10 +138,12 @@ class Worker:
         except (_Lost, asyncio.CancelledError):
             raise
         except (ProviderError, GatewayError) as exc:
+            self._router.scrubber.error(exc)  # the upstream's words may quote a credential
             error = as_gateway_error(exc)
             detail = (
-                f" ({error.details[0].field}: {error.details[0].message})" if error.details else ""
+                f"{error.details[0].field}: {error.details[0].message}" if error.details else ""
             )
+            detail = f" ({detail})" if detail and detail not in error.message else ""
             return _ended(
                 task, "failed", _error(error.code, error.message + detail, error.retryable)
             )

@@ -22,7 +22,14 @@ from providers.anthropic.translate import completion_from_bytes
 from providers.anthropic.wire import Message
 from providers.base import ChatCompletion
 from providers.errors import ProviderError
-from providers.http import TRANSPORT_ERRORS, new_session, stream_timeout, transport_error
+from providers.http import (
+    MAX_ANSWER_BYTES,
+    TRANSPORT_ERRORS,
+    new_session,
+    read_body,
+    stream_timeout,
+    transport_error,
+)
 from providers.status import error_for_response
 
 __all__ = ["AnthropicProvider", "create"]
@@ -53,7 +60,7 @@ class AnthropicProvider:
         request = messages_request(body, default_max_tokens=self._default_max_tokens, stream=False)
         try:
             async with self._session.post(self._url, data=_encode(request)) as response:
-                raw = await response.read()
+                raw = await read_body(response, MAX_ANSWER_BYTES)
         except TRANSPORT_ERRORS as exc:
             raise transport_error(exc) from exc
         if not 200 <= response.status < 300:
@@ -79,7 +86,7 @@ class AnthropicProvider:
 async def _raise_not_a_stream(response: aiohttp.ClientResponse) -> NoReturn:
     """Raise for an answer that is an error status, or JSON instead of an event stream."""
     try:
-        raw = await response.read()
+        raw = await read_body(response, MAX_ANSWER_BYTES)
     except TRANSPORT_ERRORS as exc:
         raise transport_error(exc) from exc
     finally:

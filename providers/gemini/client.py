@@ -22,7 +22,14 @@ from providers.gemini.options import Options
 from providers.gemini.request import gemini_request
 from providers.gemini.stream import GeminiChatStream, open_stream
 from providers.gemini.translate import completion_from_bytes
-from providers.http import TRANSPORT_ERRORS, new_session, stream_timeout, transport_error
+from providers.http import (
+    MAX_ANSWER_BYTES,
+    TRANSPORT_ERRORS,
+    new_session,
+    read_body,
+    stream_timeout,
+    transport_error,
+)
 
 __all__ = ["GeminiProvider", "create"]
 
@@ -60,7 +67,7 @@ class GeminiProvider:
         payload = _encode(gemini_request(body, **self._extras))
         try:
             async with self._session.post(self._url(model)[0], data=payload) as response:
-                raw = await response.read()
+                raw = await read_body(response, MAX_ANSWER_BYTES)
         except TRANSPORT_ERRORS as exc:
             raise transport_error(exc) from exc
         if not 200 <= response.status < 300:
@@ -101,7 +108,7 @@ class GeminiProvider:
 async def _raise_not_a_stream(response: aiohttp.ClientResponse) -> NoReturn:
     """Raise for an answer that is an error status, or JSON instead of an event stream."""
     try:
-        raw = await response.read()
+        raw = await read_body(response, MAX_ANSWER_BYTES)
     except TRANSPORT_ERRORS as exc:
         raise transport_error(exc) from exc
     finally:

@@ -17,7 +17,14 @@ import msgspec
 
 from providers.base import ChatCompletion, ImageRequest, ImageResult, TaskControl
 from providers.errors import ProviderError
-from providers.http import TRANSPORT_ERRORS, new_session, stream_timeout, transport_error
+from providers.http import (
+    MAX_ANSWER_BYTES,
+    TRANSPORT_ERRORS,
+    new_session,
+    read_body,
+    stream_timeout,
+    transport_error,
+)
 from providers.openai.errors import error_event
 from providers.openai.images import OpenAIImages
 from providers.openai.options import Options
@@ -53,7 +60,7 @@ class OpenAIProvider:
     async def complete(self, body: dict[str, Any]) -> ChatCompletion:
         try:
             async with self._session.post(self._url, data=_encode(body)) as response:
-                raw = await response.read()
+                raw = await read_body(response, MAX_ANSWER_BYTES)
         except TRANSPORT_ERRORS as exc:
             raise transport_error(exc) from exc
         if not 200 <= response.status < 300:
@@ -81,7 +88,7 @@ class OpenAIProvider:
 async def _raise_not_a_stream(response: aiohttp.ClientResponse) -> NoReturn:
     """Raise for an answer that is an error status, or JSON instead of an event stream."""
     try:
-        raw = await response.read()
+        raw = await read_body(response, MAX_ANSWER_BYTES)
     except TRANSPORT_ERRORS as exc:
         raise transport_error(exc) from exc
     finally:

@@ -43,7 +43,7 @@ from PIL import Image
 
 from providers.base import GeneratedImage, ImageRequest, ImageResult, MediaInput, TaskControl
 from providers.errors import ProviderError, UpstreamRejectedRequest
-from providers.http import TRANSPORT_ERRORS, transport_error
+from providers.http import MAX_MEDIA_BYTES, TRANSPORT_ERRORS, read_body, transport_error
 from providers.openai.errors import error_event
 from providers.openai.options import Options
 from providers.status import error_for_response, message_from_error
@@ -276,7 +276,7 @@ class OpenAIImages:
             async with self._session.post(
                 url, data=data, headers=headers, timeout=self._timeout
             ) as response:
-                raw = await response.read()
+                raw = await read_body(response, MAX_MEDIA_BYTES)
         except TRANSPORT_ERRORS as exc:
             raise transport_error(exc) from exc
         if not 200 <= response.status < 300:

@@ -36,7 +36,13 @@ from providers.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
-from providers.http import TRANSPORT_ERRORS, new_session, transport_error
+from providers.http import (
+    MAX_MEDIA_BYTES,
+    TRANSPORT_ERRORS,
+    new_session,
+    read_body,
+    transport_error,
+)
 from providers.replicate.audio import probe_audio
 from providers.replicate.options import Options
 from providers.replicate.translate import (
@@ -179,7 +185,7 @@ class ReplicateProvider:
         headers = (self._json if isinstance(data, bytes) else self._auth) if same_origin else None
         try:
             async with self._session.request(method, url, data=data, headers=headers) as response:
-                raw = await response.read()
+                raw = await read_body(response, MAX_MEDIA_BYTES)
         except TRANSPORT_ERRORS as exc:
             raise transport_error(exc) from exc
         if not 200 <= response.status < 300:

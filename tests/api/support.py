@@ -3,11 +3,13 @@ folder, driven through Litestar's AsyncTestClient (the lifespan runs, no socket 
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
@@ -49,11 +51,13 @@ class InProcessApp:
 
 
 @asynccontextmanager
-async def in_process_app(tmp_path: Path) -> AsyncIterator[InProcessApp]:
+async def in_process_app(tmp_path: Path, **overrides: Any) -> AsyncIterator[InProcessApp]:
+    """`overrides`: Settings fields to set beyond the test defaults (e.g. admin_token_hash)."""
     config_path = tmp_path / "gateway.toml"
     config_path.write_text((ROOT / "config" / "gateway.toml").read_text() + EXTRA_TENANTS)
     config = load_config(config_path)
-    settings = Settings(config_path=config_path, data_dir=tmp_path / "data", workers=0)
+    base = Settings(config_path=config_path, data_dir=tmp_path / "data", workers=0)
+    settings = dataclasses.replace(base, **overrides)
     # As `gateway serve` does on the embedded store: the default tenant's key and starting
     # grant; and one for the limited tenant. The test client runs the app on a thread of its
     # own, so the app's store is not used from the test: this is done before it starts.

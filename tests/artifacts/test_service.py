@@ -5,13 +5,14 @@ Time is the service's and the store's injected clock, moved by the test instead 
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from gateway.artifacts import LocalBlobStore, ReferenceFetcher, UrlSigner
-from gateway.artifacts.service import ArtifactService
+from gateway.artifacts.service import STALE_TEMP_SECONDS, ArtifactService
 from gateway.errors import NotFound, UnsupportedMediaType, ValidationFailed
 from gateway.store.sqlite import SqliteStore
 from tests.artifacts.conftest import Run
@@ -80,6 +81,28 @@ def test_an_upload_is_kept_for_the_retention_window_then_swept(tmp_path: Path, r
         await store.close()
 
     run(scenario())
+
+
+def test_the_sweep_removes_temp_files_a_crashed_write_left_once_they_are_stale(
+    tmp_path: Path, run: Run
+) -> None:
+    clock = Clock()
+    service, store, blobs_root = _service(tmp_path, clock)
+    folder = blobs_root / "0123456789abcdef"
+    folder.mkdir(parents=True)
+    dead, live = folder / ".art_dead.x1.tmp", folder / ".art_live.x2.tmp"
+    for path, age in ((dead, STALE_TEMP_SECONDS + 60), (live, STALE_TEMP_SECONDS - 60)):
+        path.write_bytes(b"half an upload")
+        os.utime(path, (clock.now - age, clock.now - age))
+
+    async def scenario() -> None:
+        await store.open()
+        assert await service.sweep() == 0  # no artifact expired; the temp files are no artifacts
+        await store.close()
+
+    run(scenario())
+    assert not dead.exists(), "a crashed upload's temp file was kept"
+    assert live.exists(), "a write that may still be under way lost its temp file"
 
 
 def test_uploads_of_other_types_are_refused_and_leave_nothing(tmp_path: Path, run: Run) -> None:

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,7 +72,10 @@ def start_gateway(
     *,
     store_url: str | None = None,
     extra_env: dict[str, str] | None = None,
+    launcher: Sequence[str] = (),
 ) -> GatewayProcess:
+    """`launcher`: a command the server runs under (e.g. `nsenter ... --`), which must exec
+    it in place so that `process` is the gateway itself."""
     workdir.mkdir(parents=True, exist_ok=True)
     config_path = workdir / "gateway.toml"
     config_path.write_text(config_text)
@@ -91,6 +95,7 @@ def start_gateway(
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             [
+                *launcher,
                 sys.executable,
                 "-m",
                 "gateway.cli",

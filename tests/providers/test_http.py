@@ -20,7 +20,13 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from providers.errors import ProviderError, UpstreamTimeout, UpstreamUnavailable
-from providers.http import TRANSPORT_ERRORS, new_session, stream_timeout, transport_error
+from providers.http import (
+    TRANSPORT_ERRORS,
+    new_session,
+    read_body,
+    stream_timeout,
+    transport_error,
+)
 from providers.options import HttpOptions
 
 
@@ -257,3 +263,46 @@ def test_tls_to_a_plain_http_server_is_a_provider_error() -> None:
 def test_transport_error_for_other_exceptions(exc: Exception, error: type[ProviderError]) -> None:
     assert isinstance(exc, TRANSPORT_ERRORS)
     assert type(transport_error(exc)) is error
+
+
+@pytest.mark.parametrize("path", ["/big-chunked", "/big-sized", "/small-chunked"])
+def test_read_body_refuses_an_answer_past_its_bound(path: str) -> None:
+    """An answer over the bound fails at the bound (chunked or sized), the rest unread; one
+    within it is read whole either way."""
+
+    async def test() -> None:
+        sent: list[int] = []
+
+        async def chunked(request: web.Request) -> web.StreamResponse:
+            response = web.StreamResponse()
+            response.enable_chunked_encoding()
+            await response.prepare(request)
+            count = 2 if request.path == "/small-chunked" else 1000
+            try:
+                for _ in range(count):
+                    await response.write(b"x" * 65536)
+                    sent.append(1)
+            except (ConnectionError, asyncio.CancelledError):
+                pass
+            return response
+
+        async def sized(request: web.Request) -> web.Response:
+            return web.Response(body=b"y" * 1_000_000)
+
+        app = web.Application()
+        app.router.add_get("/big-chunked", chunked)
+        app.router.add_get("/small-chunked", chunked)
+        app.router.add_get("/big-sized", sized)
+        async with (
+            TestServer(app, handler_cancellation=True, shutdown_timeout=0.1) as server,
+            aiohttp.ClientSession() as session,
+            session.get(server.make_url(path)) as response,
+        ):
+            if path == "/small-chunked":
+                assert await read_body(response, 200_000) == b"x" * 131072
+                return
+            with pytest.raises(ProviderError, match="over 200000 bytes"):
+                await read_body(response, 200_000)
+        assert len(sent) < 1000, "the whole answer was read"
+
+    run(test)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from providers.sse import SSEDecoder
+from providers.errors import ProviderError
+from providers.sse import MAX_EVENT_BYTES, SSEDecoder
 
 
 def feed_all(*chunks: bytes) -> list[bytes]:
@@ -71,3 +72,17 @@ def test_blocks_without_data_are_not_events() -> None:
 
 def test_only_one_leading_space_is_stripped() -> None:
     assert feed_all(b"data:  two spaces\n\n") == [b" two spaces"]
+
+
+def test_an_event_without_end_is_refused_once_past_the_limit() -> None:
+    decoder = SSEDecoder()
+    piece = b"x" * (1024 * 1024)
+    assert decoder.feed(b'data: {"a":1}\n\ndata: ' + piece) == [b'{"a":1}']
+    with pytest.raises(ProviderError, match="over"):
+        for _ in range(MAX_EVENT_BYTES // len(piece) + 1):
+            decoder.feed(piece)
+
+
+def test_an_event_just_within_the_limit_passes() -> None:
+    data = b"y" * (MAX_EVENT_BYTES - 16)
+    assert feed_all(b"data: " + data[: len(data) // 2], data[len(data) // 2 :] + b"\n\n") == [data]

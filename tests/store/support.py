@@ -88,6 +88,7 @@ def settlement(
     used: int = 0,
     reply: StoredReply | None = None,
     reply_ttl_seconds: int = 86_400,
+    model: str = "",
 ) -> Settlement:
     """The settlement of a call admitted with `adm`: the same `Call` value."""
     return Settlement(
@@ -95,6 +96,7 @@ def settlement(
         charge_units=charge,
         tokens_used=used,
         reason="chat",
+        model=model,
         reply=reply,
         reply_ttl_seconds=reply_ttl_seconds,
     )

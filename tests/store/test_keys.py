@@ -44,3 +44,20 @@ def test_list_keys_is_per_tenant_oldest_first(store: Store, run: Run) -> None:
     assert listed[1].revoked_at is not None
     assert [k.key_id for k in run(store.list_keys("t2"))] == ["key_x"]
     assert run(store.list_keys("nobody")) == []
+
+
+def test_a_key_keeps_its_display_prefix_and_is_found_by_id(store: Store, run: Run) -> None:
+    record = ApiKeyRecord(key_id="key_p", tenant="t1", created_at=5.0, prefix="gw-AbCdEfG")
+    run(store.create_key(record, "hash-p"))
+    run(store.create_key(_record("key_old"), "hash-old"))  # issued before prefixes were kept
+
+    assert run(store.get_key("hash-p")) == record
+    assert run(store.key_by_id("key_p")) == record
+    assert [k.prefix for k in run(store.list_keys("t1"))] == ["gw-AbCdEfG", ""]
+    assert run(store.key_by_id("key_old")) == _record("key_old")
+    assert run(store.key_by_id("key_unknown")) is None
+
+    run(store.revoke_key("key_p"))
+    revoked = run(store.key_by_id("key_p"))
+    assert revoked is not None and revoked.revoked_at is not None
+    assert revoked.prefix == "gw-AbCdEfG"

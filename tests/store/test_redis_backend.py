@@ -8,10 +8,11 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+import msgspec
 import pytest
 
 from gateway.errors import StoreUnavailable
-from gateway.store.base import AdmissionOutcome
+from gateway.store.base import AdmissionOutcome, ApiKeyRecord
 from gateway.store.redis import RedisStore
 from tests.store.support import Run, admission, claim, settlement
 
@@ -95,3 +96,30 @@ def test_closed_store_pings_false(redis_stores: Stores, run: Run) -> None:
     assert run(store.ping()) is True
     run(store.close())
     assert run(store.ping()) is False
+
+
+def test_records_written_before_prefix_and_model_still_load(redis_stores: Stores, run: Run) -> None:
+    store = redis_stores()
+    k = store.keys
+    old_entry = msgspec.msgpack.encode(["g1", "t1", "grant", 100, 100, 2.0, "top-up", "", ""])
+
+    async def write_old() -> None:
+        await store.client.hset(
+            k.api_key("hash-old"), mapping={"key_id": "key_old", "tenant": "t1", "created_at": 1.0}
+        )
+        await store.client.set(k.api_key_id("key_old"), "hash-old")
+        await store.client.zadd(k.tenant_keys("t1"), {"hash-old": 1.0})
+        await store.client.hset(k.wallet("t1"), mapping={"balance": 100, "seq": 1})
+        await store.client.hset(k.ledger("t1"), "g1", old_entry)
+        await store.client.zadd(k.ledger_order("t1"), {"g1": 1})
+
+    run(write_old())
+    assert run(store.key_by_id("key_old")) == ApiKeyRecord(
+        key_id="key_old", tenant="t1", created_at=1.0
+    )
+    assert [r.prefix for r in run(store.list_keys("t1"))] == [""]
+    old = run(store.ledger_entry("t1", "g1"))
+    assert old is not None and (old.model, old.amount_units, old.task_id) == ("", 100, None)
+    charge = run(store.grant("t1", -5, entry_id="adj", reason="fix", kind="adjustment"))
+    page = run(store.ledger_range("t1", since=0.0, until=charge.created_at + 1, limit=5))
+    assert [e.id for e in page.entries] == ["g1", "adj"]

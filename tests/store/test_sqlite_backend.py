@@ -258,3 +258,54 @@ def test_ping_is_false_when_closed(tmp_path: Path, run: Run) -> None:
     assert run(store.ping()) is True
     run(store.close())
     assert run(store.ping()) is False
+
+
+def test_a_schema_3_file_gains_the_model_and_prefix_columns(tmp_path: Path, run: Run) -> None:
+    path = tmp_path / "g.db"
+    old = sqlite3.connect(path, isolation_level=None)  # the two tables as schema 3 made them
+    old.executescript(
+        """
+        CREATE TABLE api_keys (key_hash TEXT PRIMARY KEY, key_id TEXT NOT NULL UNIQUE,
+                               tenant TEXT NOT NULL, created_at REAL NOT NULL, revoked_at REAL);
+        CREATE TABLE wallets (tenant TEXT PRIMARY KEY, balance INTEGER NOT NULL,
+                              seq INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE TABLE ledger (tenant TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL,
+                             kind TEXT NOT NULL, amount INTEGER NOT NULL,
+                             balance_after INTEGER NOT NULL, created_at REAL NOT NULL,
+                             reason TEXT NOT NULL, task_id TEXT, request_id TEXT,
+                             PRIMARY KEY (tenant, seq), UNIQUE (tenant, id)) WITHOUT ROWID;
+        INSERT INTO api_keys VALUES ('hash-old', 'key_old', 't1', 1.0, NULL);
+        INSERT INTO wallets VALUES ('t1', 100, 1);
+        INSERT INTO ledger VALUES ('t1', 1, 'g1', 'grant', 100, 100, 2.0, 'top-up', NULL, NULL);
+        PRAGMA user_version = 3;
+        """
+    )
+    old.close()
+
+    store = SqliteStore(path)
+    run(store.open())
+    try:
+        assert run(store.key_by_id("key_old")) == ApiKeyRecord(
+            key_id="key_old", tenant="t1", created_at=1.0
+        )
+        [grant] = run(store.ledger("t1", limit=5)).entries
+        assert (grant.id, grant.model, grant.balance_after_units) == ("g1", "", 100)
+        adm = admission("c1", hold=10)
+        run(store.admit(adm))
+        run(store.settle(settlement(adm, charge=10, model="sim-chat-1")))
+        page = run(store.ledger_range("t1", since=0.0, until=time.time() + 60, limit=5))
+        assert [(e.id, e.model) for e in page.entries] == [("g1", ""), ("charge:c1", "sim-chat-1")]
+        run(
+            store.create_key(
+                ApiKeyRecord(key_id="key_new", tenant="t1", created_at=3.0, prefix="gw-1234567"),
+                "hash-new",
+            )
+        )
+        assert [k.prefix for k in run(store.list_keys("t1"))] == ["", "gw-1234567"]
+    finally:
+        run(store.close())
+    check = sqlite3.connect(path)
+    try:
+        assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    finally:
+        check.close()

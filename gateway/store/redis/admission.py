@@ -20,7 +20,8 @@ from gateway.store.redis.keys import RedisKeys
 __all__ = ["DONE_TTL_SECONDS", "RedisAdmissionArea"]
 
 DONE_TTL_SECONDS = 86_400
-"""How long a settled/released call is remembered, so its tokens are reconciled only once."""
+"""How long a settled/released call is remembered, so its tokens are reconciled only once (and
+a call admitted with tokens, so that only its release gives them back)."""
 
 
 class RedisAdmissionArea:
@@ -56,6 +57,7 @@ class RedisAdmissionArea:
                 hold_id(call_id),
                 claim.lease_seconds if claim else 0,
                 call_id,
+                DONE_TTL_SECONDS,
             ),
         )
         return admission_result(res, limits, call.tokens_reserved)
@@ -94,6 +96,7 @@ class RedisAdmissionArea:
                 reply,
                 s.reply_ttl_seconds,
                 DONE_TTL_SECONDS,
+                s.model,
             ),
         )
         return balance

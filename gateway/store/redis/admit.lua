@@ -1,9 +1,10 @@
 -- admit: rate limits, idempotency reservation and credit hold in one atomic step.
 -- KEYS: rate, idem, holds, hold_expiry, wallet, done
 -- ARGV: rpm, tpm, tokens, hold_units, hold_seconds, has_claim (0/1), fingerprint,
---       hold_id, lease_seconds, call_id
+--       hold_id, lease_seconds, call_id, done_ttl_seconds
 -- Returns {outcome, available_units, requests_level, tokens_level[, reply]}.
--- A call already released (its caller gave up on this admission) takes nothing.
+-- A call already released (its caller gave up on this admission) takes nothing. A call that
+-- takes tokens marks its done key 'a': only then does its release give tokens back.
 if redis.call('EXISTS', KEYS[6]) == 1 then return {'abandoned', 0, '0', '0'} end
 local rpm, tpm = tonumber(ARGV[1]), tonumber(ARGV[2])
 local r, t = load_buckets(KEYS[1], rpm, tpm)
@@ -44,6 +45,7 @@ end
 if rpm > 0 then r = r - 1 end
 t = t - need
 save_buckets(KEYS[1], rpm, r, tpm, t)
+if need > 0 then redis.call('SET', KEYS[6], 'a', 'EX', ARGV[11]) end
 local hold_seconds = tonumber(ARGV[5])
 if hold > 0 and hold_seconds > 0 then
   place_hold(KEYS[3], KEYS[4], ARGV[8], hold, hold_seconds)

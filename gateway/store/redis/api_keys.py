@@ -32,6 +32,7 @@ class RedisKeyArea:
             "key_id": record.key_id,
             "tenant": record.tenant,
             "created_at": record.created_at,
+            "prefix": record.prefix,
         }
         if record.revoked_at is not None:
             fields["revoked_at"] = record.revoked_at
@@ -46,6 +47,14 @@ class RedisKeyArea:
     async def get_key(self, key_hash: str) -> ApiKeyRecord | None:
         with store_errors:
             fields = await self.client.hmget(self.keys.api_key(key_hash), KEY_FIELDS)
+        return key_record(fields)
+
+    async def key_by_id(self, key_id: str) -> ApiKeyRecord | None:
+        with store_errors:
+            key_hash = await self.client.get(self.keys.api_key_id(key_id))
+            if key_hash is None:
+                return None
+            fields = await self.client.hmget(self.keys.api_key(text(key_hash)), KEY_FIELDS)
         return key_record(fields)
 
     async def revoke_key(self, key_id: str) -> bool:

@@ -25,7 +25,7 @@ from gateway.store.base import (
 
 __all__ = ["KEY_FIELDS", "admission_result", "decode_entry", "encode_reply", "key_record", "text"]
 
-KEY_FIELDS = ("key_id", "tenant", "created_at", "revoked_at")
+KEY_FIELDS = ("key_id", "tenant", "created_at", "revoked_at", "prefix")
 """The fields of an API key hash, in the order `key_record` reads them."""
 
 _OUTCOMES = {o.value.encode(): o for o in AdmissionOutcome}
@@ -34,7 +34,9 @@ _reply_decoder = msgspec.msgpack.Decoder(StoredReply)
 
 
 class _PackedEntry(msgspec.Struct, array_like=True, frozen=True):
-    """A ledger entry as common.lua packs it ('' stands for None)."""
+    """A ledger entry as common.lua packs it ('' stands for None). Entries packed before
+    `model` existed have nine elements; extra trailing elements are ignored (a newer gateway's
+    entries stay readable by an older one during a rolling upgrade)."""
 
     id: str
     tenant: str
@@ -45,6 +47,7 @@ class _PackedEntry(msgspec.Struct, array_like=True, frozen=True):
     reason: str
     task_id: str
     request_id: str
+    model: str = ""
 
 
 _entry_decoder = msgspec.msgpack.Decoder(_PackedEntry)
@@ -66,6 +69,7 @@ def decode_entry(packed: bytes) -> LedgerEntry:
         reason=e.reason,
         task_id=e.task_id or None,
         request_id=e.request_id or None,
+        model=e.model,
     )
 
 
@@ -89,7 +93,7 @@ def text(value: Any) -> str:
 
 def key_record(fields: Sequence[bytes | str | None]) -> ApiKeyRecord | None:
     """An API key hash read with KEY_FIELDS; None when the key does not exist."""
-    key_id, tenant, created_at, revoked_at = fields
+    key_id, tenant, created_at, revoked_at, prefix = fields
     if key_id is None or tenant is None or created_at is None:
         return None
     return ApiKeyRecord(
@@ -97,4 +101,5 @@ def key_record(fields: Sequence[bytes | str | None]) -> ApiKeyRecord | None:
         tenant=text(tenant),
         created_at=float(created_at),
         revoked_at=float(revoked_at) if revoked_at is not None else None,
+        prefix=text(prefix) if prefix is not None else "",
     )

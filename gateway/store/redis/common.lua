@@ -97,11 +97,14 @@ end
 
 -- Append a ledger entry: the balance moves, the tenant's sequence numbers it for stable paging.
 -- Entries are msgpack arrays: id, tenant, kind, amount, balance_after, created_at, reason,
--- task_id, request_id ('' = none); `_PackedEntry` in store.py decodes them.
-local function append_entry(wkey, lkey, okey, id, tenant, kind, amount, reason, task_id, request_id)
+-- task_id, request_id, model ('' = none); `_PackedEntry` in codec.py decodes them (entries
+-- written before `model` existed have nine elements).
+local function append_entry(wkey, lkey, okey, id, tenant, kind, amount, reason, task_id, request_id,
+                            model)
   local balance = redis.call('HINCRBY', wkey, 'balance', amount)
   local seq = redis.call('HINCRBY', wkey, 'seq', 1)
-  local entry = cmsgpack.pack({id, tenant, kind, amount, balance, NOW, reason, task_id, request_id})
+  local entry = cmsgpack.pack({id, tenant, kind, amount, balance, NOW, reason, task_id, request_id,
+    model or ''})
   redis.call('HSET', lkey, id, entry)
   redis.call('ZADD', okey, seq, id)
   return entry, balance

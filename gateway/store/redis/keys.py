@@ -4,7 +4,7 @@ All keys start with the store's prefix (default ``gw:``) so one Redis can serve 
 gateways or test runs. Keys that hold state which ends by itself carry a TTL (see
 docs/store.md); wallets, ledgers and API keys live until deleted.
 
-    {p}apikey:{key_hash}        hash    key_id, tenant, created_at, revoked_at?
+    {p}apikey:{key_hash}        hash    key_id, tenant, created_at, prefix, revoked_at?
     {p}apikey_id:{key_id}       string  key_hash (for revoke)
     {p}tenant_keys:{tenant}     zset    key_hash by created_at (for list)
     {p}wallet:{tenant}          hash    balance, seq (the ledger's sequence)

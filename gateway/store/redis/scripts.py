@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 __all__ = ["Scripts", "script_source"]
 
 _TASK_NAMES = ("task_create", "task_claim", "task_touch", "task_cancel", "task_finalize")
-_NAMES = ("admit", "settle", "release", "grant", "wallet", "ledger", *_TASK_NAMES)
+_NAMES = ("admit", "settle", "release", "grant", "wallet", "ledger", "ledger_range", *_TASK_NAMES)
 
 
 def script_source(name: str) -> str:
@@ -38,6 +38,7 @@ class Scripts:
         self.grant = client.register_script(script_source("grant"))
         self.wallet = client.register_script(script_source("wallet"))
         self.ledger = client.register_script(script_source("ledger"))
+        self.ledger_range = client.register_script(script_source("ledger_range"))
         self.task_create = client.register_script(script_source("task_create"))
         self.task_claim = client.register_script(script_source("task_claim"))
         self.task_touch = client.register_script(script_source("task_touch"))

@@ -24,7 +24,7 @@ end
 -- Make a task (not terminal yet) terminal, refund `refund` units once per task, dequeue it.
 -- `extra`: more field, value pairs to set.
 local function finish(status, refund, refund_id, reason, extra)
-  local t = redis.call('HMGET', TASK, 'task_id', 'tenant', 'entry')
+  local t = redis.call('HMGET', TASK, 'task_id', 'tenant', 'entry', 'resolved_model')
   local fields = {'status', status, 'completed_at', NOW, 'stage', status, 'refunded_units', refund}
   if status == 'succeeded' then
     fields[#fields + 1] = 'percent'
@@ -34,7 +34,7 @@ local function finish(status, refund, refund_id, reason, extra)
   redis.call('HSET', TASK, unpack(fields))
   if refund > 0 and redis.call('HEXISTS', LEDGER .. t[2], refund_id) == 0 then
     append_entry(WALLET .. t[2], LEDGER .. t[2], ORDER .. t[2], refund_id, t[2], 'refund',
-      refund, reason, t[1], '')
+      refund, reason, t[1], '', t[4] or '')
   end
   redis.call('SREM', QUEUED, t[1])
   dequeue(t[3])

@@ -3,7 +3,7 @@
 -- KEYS: task, queue, queued, rate, idem, holds, hold_expiry, tenant_tasks, task_seq
 -- ARGV: group, wallet/ledger/order prefixes, rpm, tpm, has_claim (0/1), fingerprint,
 --       reply_ttl_seconds, task_id, tenant, price, debit_id, reason, request_id,
---       task key prefix, then the task's static field, value pairs
+--       task key prefix, resolved model, then the task's static field, value pairs
 -- Returns {outcome, available_units, requests_level, tokens_level, task fields}, or
 -- {'conflict'} when the task id is another tenant's.
 local rpm, tpm = tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -54,11 +54,11 @@ if price > 0 and price > available then return result('insufficient_credits') en
 
 if price > 0 and redis.call('HEXISTS', ledger, ARGV[13]) == 0 then
   append_entry(wallet, ledger, ORDER .. tenant, ARGV[13], tenant, 'debit', -price, ARGV[14],
-    task_id, ARGV[15])
+    task_id, ARGV[15], ARGV[17])
 end
 local seq = redis.call('INCR', KEYS[9])
 local entry = redis.call('XADD', QUEUE, '*', 'task', task_id)
-redis.call('HSET', TASK, unpack(ARGV, 17))
+redis.call('HSET', TASK, unpack(ARGV, 18))
 redis.call('HSET', TASK, 'status', 'queued', 'created_at', NOW, 'seq', seq, 'entry', entry,
   'attempts', 0, 'refunded_units', 0, 'percent', 0, 'stage', 'queued', 'message', '')
 redis.call('ZADD', KEYS[8], seq, task_id)

@@ -105,6 +105,7 @@ class RedisTaskArea:
                 f"{c.capability} {c.resolved_model}",
                 c.request_id,
                 k.task_key_prefix(),
+                c.resolved_model,
                 *static,
             ),
             (

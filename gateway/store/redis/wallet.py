@@ -1,5 +1,5 @@
 """The Redis store's wallet area: grants, the balance with its active holds, and the ledger
-(`grant.lua`, `wallet.lua`, `ledger.lua`, each one script)."""
+(`grant.lua`, `wallet.lua`, `ledger.lua`, `ledger_range.lua`, each one script)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.store.base import LedgerEntry, LedgerKind, LedgerPage, Wallet
 from gateway.store.redis.codec import decode_entry
+from gateway.store.redis.errors import store_errors
 from gateway.store.redis.keys import RedisKeys
 
 if TYPE_CHECKING:
+    from redis.asyncio import Redis
     from redis.commands.core import AsyncScript
 
     from gateway.store.redis.scripts import Scripts
@@ -25,6 +27,8 @@ class RedisWalletArea:
 
     if TYPE_CHECKING:
 
+        @property
+        def client(self) -> Redis: ...
         @property
         def _s(self) -> Scripts: ...
         async def _eval(
@@ -61,6 +65,25 @@ class RedisWalletArea:
         k = self.keys
         res = await self._eval(
             self._s.ledger, (k.ledger(tenant), k.ledger_order(tenant)), (limit, after or "")
+        )
+        entries = [decode_entry(packed) for packed in res[1:]]
+        return LedgerPage(entries=entries, has_more=res[0] == 1)
+
+    async def ledger_entry(self, tenant: str, entry_id: str) -> LedgerEntry | None:
+        with store_errors:
+            packed: Any = await self.client.hget(self.keys.ledger(tenant), entry_id)
+        return decode_entry(packed) if packed is not None else None
+
+    async def ledger_range(
+        self, tenant: str, *, since: float, until: float, limit: int, after: str | None = None
+    ) -> LedgerPage:
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        k = self.keys
+        res = await self._eval(
+            self._s.ledger_range,
+            (k.ledger(tenant), k.ledger_order(tenant)),
+            (repr(since), repr(until), limit, after or ""),
         )
         entries = [decode_entry(packed) for packed in res[1:]]
         return LedgerPage(entries=entries, has_more=res[0] == 1)

@@ -114,7 +114,7 @@ class SqliteAdmissionArea:
         if claim is not None:
             mem.leases[claim.scope] = Lease(claim.fingerprint, call_id, now + claim.lease_seconds)
             keep = max(keep, claim.lease_seconds)
-        if keep or need:
+        if keep or need or tpm > 0:  # tpm: settle takes what it used even when need is 0
             mem.calls[call_id] = now + (keep or CALL_SECONDS)
         return result(AdmissionOutcome.ADMITTED)
 

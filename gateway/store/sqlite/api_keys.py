@@ -12,7 +12,7 @@ __all__ = ["SqliteKeyArea"]
 
 _T = TypeVar("_T")
 
-_COLUMNS = "key_id, tenant, created_at, revoked_at"
+_COLUMNS = "key_id, tenant, created_at, revoked_at, prefix"
 
 
 class SqliteKeyArea:
@@ -28,13 +28,24 @@ class SqliteKeyArea:
         await self._may_write()
         self._write(
             lambda conn, _now: conn.execute(
-                "INSERT OR REPLACE INTO api_keys VALUES (?, ?, ?, ?, ?)",
-                (key_hash, record.key_id, record.tenant, record.created_at, record.revoked_at),
+                f"INSERT OR REPLACE INTO api_keys (key_hash, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    key_hash,
+                    record.key_id,
+                    record.tenant,
+                    record.created_at,
+                    record.revoked_at,
+                    record.prefix,
+                ),
             )
         )
 
     async def get_key(self, key_hash: str) -> ApiKeyRecord | None:
         rows = self._rows(f"SELECT {_COLUMNS} FROM api_keys WHERE key_hash = ?", (key_hash,))
+        return _key_record(rows[0]) if rows else None
+
+    async def key_by_id(self, key_id: str) -> ApiKeyRecord | None:
+        rows = self._rows(f"SELECT {_COLUMNS} FROM api_keys WHERE key_id = ?", (key_id,))
         return _key_record(rows[0]) if rows else None
 
     async def revoke_key(self, key_id: str) -> bool:
@@ -57,5 +68,7 @@ class SqliteKeyArea:
 
 
 def _key_record(row: Any) -> ApiKeyRecord:
-    key_id, tenant, created_at, revoked_at = row
-    return ApiKeyRecord(key_id=key_id, tenant=tenant, created_at=created_at, revoked_at=revoked_at)
+    key_id, tenant, created_at, revoked_at, prefix = row
+    return ApiKeyRecord(
+        key_id=key_id, tenant=tenant, created_at=created_at, revoked_at=revoked_at, prefix=prefix
+    )

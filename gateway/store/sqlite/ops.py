@@ -23,6 +23,7 @@ __all__ = [
     "balance_and_reply",
     "entry_from_row",
     "grant",
+    "ledger_range",
     "settle",
     "sweep_replies",
 ]
@@ -74,6 +75,7 @@ def settle(
                 now,
                 reason=s.reason,
                 request_id=call.request_id,
+                model=s.model,
             )
             bal = entry.balance_after_units
     claim = call.idempotency
@@ -121,6 +123,7 @@ def append_entry(
     reason: str = "",
     task_id: str | None = None,
     request_id: str | None = None,
+    model: str = "",
 ) -> LedgerEntry:
     """Move the balance and record why, numbered by the tenant's sequence for stable paging."""
     bal, seq = conn.execute(
@@ -129,8 +132,8 @@ def append_entry(
         (tenant, amount),
     ).fetchone()
     conn.execute(
-        "INSERT INTO ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (tenant, seq, entry_id, kind, amount, bal, now, reason, task_id, request_id or None),
+        _INSERT_ENTRY,
+        (tenant, seq, entry_id, kind, amount, bal, now, reason, task_id, request_id or None, model),
     )
     return LedgerEntry(
         id=entry_id,
@@ -142,10 +145,18 @@ def append_entry(
         reason=reason,
         task_id=task_id,
         request_id=request_id or None,
+        model=model,
     )
 
 
-ENTRY_COLUMNS = "id, tenant, kind, amount, balance_after, created_at, reason, task_id, request_id"
+_INSERT_ENTRY = (
+    "INSERT INTO ledger (tenant, seq, id, kind, amount, balance_after, created_at, reason,"
+    " task_id, request_id, model) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+ENTRY_COLUMNS = (
+    "id, tenant, kind, amount, balance_after, created_at, reason, task_id, request_id, model"
+)
 
 
 def entry_from_row(row: tuple[Any, ...]) -> LedgerEntry:
@@ -160,6 +171,7 @@ def entry_from_row(row: tuple[Any, ...]) -> LedgerEntry:
         reason=row[6],
         task_id=row[7],
         request_id=row[8],
+        model=row[9],
     )
 
 
@@ -178,3 +190,62 @@ def grant(
     if row is not None:
         return entry_from_row(row)
     return append_entry(conn, tenant, entry_id, kind, amount, now, reason=reason)
+
+
+def ledger_range(
+    conn: sqlite3.Connection,
+    tenant: str,
+    since: float,
+    until: float,
+    limit: int,
+    after: str | None,
+) -> tuple[list[LedgerEntry], bool]:
+    """One page of `Store.ledger_range`: (entries, has_more).
+
+    The first entry is found by bisecting the tenant's sequence (each probe one primary-key
+    lookup), so a range costs O(log n) probes and its own rows, whatever the ledger's size.
+    """
+    if after is not None:
+        row = conn.execute(
+            "SELECT seq FROM ledger WHERE tenant = ? AND id = ?", (tenant, after)
+        ).fetchone()
+        if row is None:
+            return [], False
+        start = int(row[0]) + 1
+    else:
+        start = _first_seq_at(conn, tenant, since)
+    rows = conn.execute(
+        f"SELECT {ENTRY_COLUMNS} FROM ledger WHERE tenant = ? AND seq >= ? ORDER BY seq LIMIT ?",
+        (tenant, start, limit + 1),
+    ).fetchall()
+    entries: list[LedgerEntry] = []
+    for row in rows:
+        if row[5] >= until:
+            return entries, False
+        if len(entries) == limit:
+            return entries, True
+        entries.append(entry_from_row(row))
+    return entries, False
+
+
+def _first_seq_at(conn: sqlite3.Connection, tenant: str, since: float) -> int:
+    """The sequence number of the tenant's first entry stamped at or after `since` (one past
+    the last when there is none). Sequence numbers may have gaps: each probe takes the first
+    entry at or after its midpoint."""
+    low, high = conn.execute(
+        "SELECT MIN(seq), MAX(seq) FROM ledger WHERE tenant = ?", (tenant,)
+    ).fetchone()
+    if low is None:
+        return 0
+    high += 1
+    while low < high:
+        middle = (low + high) // 2
+        seq, stamp = conn.execute(
+            "SELECT seq, created_at FROM ledger WHERE tenant = ? AND seq >= ? ORDER BY seq LIMIT 1",
+            (tenant, middle),
+        ).fetchone()
+        if stamp < since:
+            low = seq + 1
+        else:
+            high = middle
+    return int(low)

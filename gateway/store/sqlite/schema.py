@@ -5,7 +5,7 @@ microseconds (durable at checkpoints, never corrupt); busy_timeout lets the CLI 
 share the file. Balances are derived data kept with the ledger in one transaction:
 `wallets.balance` always equals the sum of the tenant's `ledger.amount`.
 
-Only durable state lives here (schema 3): keys, wallets, the ledger, completed idempotency
+Only durable state lives here (schema 4): keys, wallets, the ledger, completed idempotency
 replies, tasks and artifacts. Holds, rate buckets, in-flight leases and per-call markers live in
 the serving process's memory (`memory.py`), so a request writes only what must survive it.
 Every B-tree a commit touches is one more 4 KiB page written to the WAL, so each table has only
@@ -22,6 +22,8 @@ the indexes its lookups need:
 - `artifacts`: metadata only (the bytes are in blob storage), an expiry index for the sweep.
 
 Schema 3 only added `tasks` and `artifacts`: a schema-2 file is migrated by creating them.
+Schema 4 added `ledger.model` (what a charge, debit or refund was for) and `api_keys.prefix`
+(the key's first characters, for operators): older files gain the columns ('' in old rows).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from pathlib import Path
 
 __all__ = ["SCHEMA_VERSION", "connect"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _TABLES = (
     """CREATE TABLE IF NOT EXISTS api_keys (
@@ -39,7 +41,8 @@ _TABLES = (
         key_id TEXT NOT NULL UNIQUE,
         tenant TEXT NOT NULL,
         created_at REAL NOT NULL,
-        revoked_at REAL
+        revoked_at REAL,
+        prefix TEXT NOT NULL DEFAULT ''
     )""",
     "CREATE INDEX IF NOT EXISTS api_keys_by_tenant ON api_keys (tenant, created_at, key_hash)",
     """CREATE TABLE IF NOT EXISTS wallets (
@@ -58,6 +61,7 @@ _TABLES = (
         reason TEXT NOT NULL,
         task_id TEXT,
         request_id TEXT,
+        model TEXT NOT NULL DEFAULT '',
         PRIMARY KEY (tenant, seq),
         UNIQUE (tenant, id)
     ) WITHOUT ROWID""",
@@ -96,6 +100,12 @@ _TABLES = (
         task_id TEXT
     )""",
     "CREATE INDEX IF NOT EXISTS artifacts_by_expiry ON artifacts (expires_at)",
+)
+
+_ADDED_COLUMNS = (
+    # (table, column, definition): columns added after the table was first made (schema 4).
+    ("ledger", "model", "TEXT NOT NULL DEFAULT ''"),
+    ("api_keys", "prefix", "TEXT NOT NULL DEFAULT ''"),
 )
 
 _FROM_V1 = (
@@ -139,6 +149,7 @@ def _create_or_migrate(conn: sqlite3.Connection) -> None:
         if version < SCHEMA_VERSION:
             for statement in _TABLES:  # a schema-2 file only gains the new tables
                 conn.execute(statement)
+            _add_columns(conn)
             if version == 1:
                 for statement in _FROM_V1:
                     conn.execute(statement)
@@ -147,3 +158,11 @@ def _create_or_migrate(conn: sqlite3.Connection) -> None:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def _add_columns(conn: sqlite3.Connection) -> None:
+    """Columns a table made by an older schema lacks (a cheap ALTER: old rows read the default)."""
+    for table, column, definition in _ADDED_COLUMNS:
+        present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        if column not in present:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")

@@ -284,6 +284,7 @@ def _create(
             reason=reason,
             task_id=c.task_id,
             request_id=c.request_id,
+            model=c.resolved_model,
         )
     task = TaskRecord(
         task_id=c.task_id,
@@ -377,5 +378,6 @@ def _finish(
             now,
             reason=reason,
             task_id=task.task_id,
+            model=task.resolved_model,
         )
     return _save(conn, done)

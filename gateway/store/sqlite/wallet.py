@@ -69,3 +69,18 @@ class SqliteWalletArea:
             )
         entries = [ops.entry_from_row(row) for row in rows[:limit]]
         return LedgerPage(entries=entries, has_more=len(rows) > limit)
+
+    async def ledger_entry(self, tenant: str, entry_id: str) -> LedgerEntry | None:
+        sql = f"SELECT {ops.ENTRY_COLUMNS} FROM ledger WHERE tenant = ? AND id = ?"
+        rows = self._rows(sql, (tenant, entry_id))
+        return ops.entry_from_row(rows[0]) if rows else None
+
+    async def ledger_range(
+        self, tenant: str, *, since: float, until: float, limit: int, after: str | None = None
+    ) -> LedgerPage:
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        entries, more = self._read(
+            lambda conn: ops.ledger_range(conn, tenant, since, until, limit, after)
+        )
+        return LedgerPage(entries=entries, has_more=more)

@@ -1,0 +1,214 @@
+"""/admin/v1: tenants, keys, credits, usage, tasks and routing, for platform operators.
+
+One guard covers every route (`gateway.admin.token.check_admin_token`): 403 `admin_disabled`
+while no admin token is configured, else 401 `invalid_admin_token` unless the request carries
+it; tenant keys never get past it. Handlers read the routing file in force
+(`resources.config`) per request and call `gateway.admin.service` and `gateway.admin.usage`,
+which the `gateway` CLI calls too; this module only reads queries and bodies and renders
+(money as four-decimal strings, times as ISO 8601 UTC). The JSON shapes are the admin
+contract's (docs/operations.md, "Admin API").
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import msgspec
+from litestar import Request, Response, Router, get, post
+from litestar.connection import ASGIConnection
+from litestar.handlers.base import BaseRouteHandler
+
+from gateway.admin import service
+from gateway.admin.token import check_admin_token
+from gateway.admin.usage import usage_report
+from gateway.api.admin_views import entry_view, key_view, task_view, tenant_view, usage_view
+from gateway.api.wallet import LedgerList, ledger_list
+from gateway.context import context_of
+from gateway.errors import KeyNotFound, ValidationFailed
+from gateway.json_body import decode_json, require_json_content_type
+from gateway.resources import Resources
+
+__all__ = ["ADMIN_PATH", "HANDLERS"]
+
+ADMIN_PATH = "/admin/v1"
+
+
+class _NewKey(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    tenant: str
+
+
+class _NewEntry(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    amount: str
+    reason: str
+    id: str | None = None
+
+
+_new_key = msgspec.json.Decoder(_NewKey)
+_new_entry = msgspec.json.Decoder(_NewEntry)
+
+
+async def _admin_only(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    resources: Resources = connection.app.state.resources
+    authorization = context_of(connection.scope).authorization
+    check_admin_token(authorization, resources.settings.admin_token_hash)
+
+
+def _query(request: Request[Any, Any, Any], name: str) -> str | None:
+    """A query parameter; absent and empty are the same."""
+    value = request.query_params.get(name)
+    return value or None
+
+
+async def _body(request: Request[Any, Any, Any], decoder: msgspec.json.Decoder[Any]) -> Any:
+    require_json_content_type(context_of(request.scope).content_type)
+    return decode_json(await request.body(), decoder, ValidationFailed)
+
+
+@get("/tenants")
+async def list_tenants(resources: Resources) -> dict[str, Any]:
+    summaries = await service.tenant_summaries(resources.store, resources.config)
+    return {"object": "list", "data": [tenant_view(s) for s in summaries]}
+
+
+@get("/tenants/{tenant:str}")
+async def get_tenant(resources: Resources, tenant: str) -> dict[str, Any]:
+    return tenant_view(await service.tenant_summary(resources.store, resources.config, tenant))
+
+
+@get("/keys")
+async def list_keys(request: Request[Any, Any, Any], resources: Resources) -> dict[str, Any]:
+    records = await service.list_keys(
+        resources.store,
+        resources.config,
+        tenant=_query(request, "tenant"),
+        prefix=_query(request, "prefix"),
+    )
+    return {"object": "list", "data": [key_view(r) for r in records]}
+
+
+@post("/keys", status_code=201)
+async def create_key(request: Request[Any, Any, Any], resources: Resources) -> dict[str, Any]:
+    body: _NewKey = await _body(request, _new_key)
+    key, record = await service.create_key(resources.store, resources.config, body.tenant)
+    return {**key_view(record), "key": key}
+
+
+@post("/keys/{key_id:str}/revoke", status_code=200)
+async def revoke_key(resources: Resources, key_id: str) -> dict[str, Any]:
+    if not key_id.startswith("key_"):  # a key itself never travels in a path (access logs)
+        raise KeyNotFound("Revoke a key by its id (key_...).")
+    record = await service.revoke_key(resources.store, key_id)
+    resources.auth.forget()  # this process refuses it at once; others within their cache time
+    return key_view(record)
+
+
+async def _entry(
+    request: Request[Any, Any, Any], resources: Resources, tenant: str, kind: service.EntryKind
+) -> Response[dict[str, Any]]:
+    service.require_tenant(resources.config, tenant)
+    body: _NewEntry = await _body(request, _new_entry)
+    result = await service.add_entry(
+        resources.store,
+        resources.config,
+        tenant,
+        kind=kind,
+        amount=body.amount,
+        reason=body.reason,
+        entry_id=body.id,
+    )
+    return Response(entry_view(result.entry), status_code=201 if result.created else 200)
+
+
+@post("/tenants/{tenant:str}/grants")
+async def grant(
+    request: Request[Any, Any, Any], resources: Resources, tenant: str
+) -> Response[dict[str, Any]]:
+    return await _entry(request, resources, tenant, "grant")
+
+
+@post("/tenants/{tenant:str}/adjustments")
+async def adjust(
+    request: Request[Any, Any, Any], resources: Resources, tenant: str
+) -> Response[dict[str, Any]]:
+    return await _entry(request, resources, tenant, "adjustment")
+
+
+@get("/tenants/{tenant:str}/ledger")
+async def tenant_ledger(
+    request: Request[Any, Any, Any], resources: Resources, tenant: str
+) -> LedgerList:
+    service.require_tenant(resources.config, tenant)
+    limit = request.query_params.get("limit") or "20"
+    return await ledger_list(resources.store, tenant, limit, _query(request, "after"))
+
+
+@get("/usage")
+async def usage(request: Request[Any, Any, Any], resources: Resources) -> dict[str, Any]:
+    report = await usage_report(
+        resources.store,
+        resources.config,
+        start=_query(request, "from"),
+        end=_query(request, "to"),
+        tenant=_query(request, "tenant"),
+        now=time.time(),
+    )
+    return usage_view(report)
+
+
+@get("/tasks")
+async def tasks(request: Request[Any, Any, Any], resources: Resources) -> dict[str, Any]:
+    limit = request.query_params.get("limit") or "50"
+    if not (limit.isascii() and limit.isdigit()):  # isdigit alone passes "²", int() refuses it
+        raise service.invalid("limit", "an integer from 1 to 200")
+    found = await service.recent_tasks(
+        resources.store,
+        resources.config,
+        tenant=_query(request, "tenant"),
+        status=_query(request, "status"),
+        limit=int(limit),
+    )
+    return {"object": "list", "data": [task_view(task) for task in found]}
+
+
+@get("/routing")
+async def routing(resources: Resources) -> dict[str, Any]:
+    table = service.routing_table(resources.config, resources.router)
+    return {
+        "config_version": table.config_version,
+        "models": [
+            {
+                "id": model.id,
+                "capabilities": list(model.capabilities),
+                "provider": model.provider,
+                "upstream_model": model.upstream_model,
+                "release_label": model.release_label,
+            }
+            for model in table.models
+        ],
+        "auto": table.auto,
+        "breakers": [
+            {"provider": provider, "state": state} for provider, state in table.breakers.items()
+        ],
+    }
+
+
+HANDLERS = [
+    Router(
+        path=ADMIN_PATH,
+        guards=[_admin_only],
+        route_handlers=[
+            adjust,
+            create_key,
+            get_tenant,
+            grant,
+            list_keys,
+            list_tenants,
+            revoke_key,
+            routing,
+            tasks,
+            tenant_ledger,
+            usage,
+        ],
+    )
+]

@@ -1,0 +1,89 @@
+"""How /admin/v1 shows records: money as four-decimal credit strings, times as ISO 8601 UTC.
+
+Plain functions from the admin service's records to the admin contract's JSON objects; the
+one place that says which fields the admin page gets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.admin.service import TenantSummary
+from gateway.admin.usage import UsageReport
+from gateway.api.wallet import iso
+from gateway.billing.money import format_credits
+from gateway.store.base import ApiKeyRecord, LedgerEntry, TaskRecord
+
+__all__ = ["entry_view", "key_view", "task_view", "tenant_view", "usage_view"]
+
+
+def tenant_view(summary: TenantSummary) -> dict[str, Any]:
+    wallet = summary.wallet
+    return {
+        "id": summary.name,
+        "models": summary.models,
+        "requests_per_minute": summary.requests_per_minute,
+        "tokens_per_minute": summary.tokens_per_minute,
+        "balance": format_credits(wallet.balance_units),
+        "held": format_credits(wallet.held_units),
+        "keys": {"active": summary.active_keys, "revoked": summary.revoked_keys},
+    }
+
+
+def key_view(record: ApiKeyRecord) -> dict[str, Any]:
+    return {
+        "id": record.key_id,
+        "tenant": record.tenant,
+        "prefix": record.prefix,
+        "created_at": iso(record.created_at),
+        "revoked_at": iso(record.revoked_at) if record.revoked_at is not None else None,
+    }
+
+
+def entry_view(entry: LedgerEntry) -> dict[str, Any]:
+    return {
+        "id": entry.id,
+        "tenant": entry.tenant,
+        "kind": entry.kind,
+        "amount": format_credits(entry.amount_units),
+        "balance_after": format_credits(entry.balance_after_units),
+        "reason": entry.reason,
+        "created_at": iso(entry.created_at),
+    }
+
+
+def task_view(task: TaskRecord) -> dict[str, Any]:
+    """`model` is the model the task runs on (`auto` resolved); `progress` its percent;
+    `cost` what it costs now (the price less any refund)."""
+    return {
+        "id": task.task_id,
+        "tenant": task.tenant,
+        "capability": task.capability,
+        "model": task.resolved_model,
+        "status": task.status,
+        "progress": task.progress.percent,
+        "created_at": iso(task.created_at),
+        "finished_at": iso(task.completed_at) if task.completed_at is not None else None,
+        "cost": format_credits(task.price_units - task.refunded_units),
+    }
+
+
+def usage_view(report: UsageReport) -> dict[str, Any]:
+    return {
+        "object": "usage",
+        "from": iso(report.window.since),
+        "to": iso(report.window.until),
+        "data": [
+            {
+                "tenant": row.tenant,
+                "model": row.model,
+                "day": row.day,
+                "requests": row.requests,
+                "tasks": row.tasks,
+                "charged": format_credits(row.charged_units),
+                "refunded": format_credits(row.refunded_units),
+                "spend": format_credits(row.spend_units),
+            }
+            for row in report.rows
+        ],
+    }

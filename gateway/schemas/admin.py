@@ -1,0 +1,162 @@
+"""The /admin/v1 request and answer shapes, for the OpenAPI document (docs/operations.md,
+"Admin API"): `gateway.api.admin_views` renders the answers, and tests check real answers
+against the schema made from these Structs. Money is a four-decimal string, times ISO 8601 UTC.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import Meta
+
+from gateway.schemas.tasks import Timestamp
+
+__all__ = [
+    "AdminKey",
+    "AdminKeyList",
+    "AdminTask",
+    "AdminTaskList",
+    "CreatedKey",
+    "Entry",
+    "KeyCounts",
+    "LedgerEntryRequest",
+    "NewKeyRequest",
+    "RoutingBreaker",
+    "RoutingModel",
+    "RoutingView",
+    "Tenant",
+    "TenantList",
+    "UsageRow",
+    "UsageView",
+]
+
+Credits = Annotated[str, Meta(extra_json_schema={"pattern": "^-?[0-9]+\\.[0-9]{4}$"})]
+
+
+class _Closed(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """An object with exactly these fields."""
+
+
+class NewKeyRequest(_Closed):
+    tenant: str
+
+
+class LedgerEntryRequest(_Closed):
+    """`amount`: credits as a decimal string, at most four decimals (a grant > 0, an adjustment
+    != 0). `id`: makes the entry happen once (a retry with the same id, amount and kind answers
+    200 with the first entry); ids starting with `charge:`, `debit:`, `refund:`, `hold:` are
+    the gateway's own and refused."""
+
+    amount: str
+    reason: str
+    id: str | None = None
+
+
+class KeyCounts(_Closed):
+    active: int
+    revoked: int
+
+
+class Tenant(_Closed):
+    id: str
+    models: list[str]
+    requests_per_minute: int
+    tokens_per_minute: int
+    balance: Credits
+    held: Credits
+    keys: KeyCounts
+
+
+class TenantList(_Closed):
+    object: Literal["list"]
+    data: list[Tenant]
+
+
+class AdminKey(_Closed):
+    id: str
+    tenant: str
+    prefix: str
+    created_at: Timestamp
+    revoked_at: Timestamp | None
+
+
+class CreatedKey(_Closed):
+    """`key` is the secret, shown this once (only its hash is stored)."""
+
+    id: str
+    tenant: str
+    prefix: str
+    created_at: Timestamp
+    revoked_at: Timestamp | None
+    key: str
+
+
+class AdminKeyList(_Closed):
+    object: Literal["list"]
+    data: list[AdminKey]
+
+
+class Entry(_Closed):
+    id: str
+    tenant: str
+    kind: Literal["grant", "adjustment"]
+    amount: Credits
+    balance_after: Credits
+    reason: str
+    created_at: Timestamp
+
+
+class UsageRow(_Closed):
+    tenant: str
+    model: str
+    day: str
+    requests: int
+    tasks: int
+    charged: Credits
+    refunded: Credits
+    spend: Credits
+
+
+class UsageView(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, rename={"from_": "from"}):
+    object: Literal["usage"]
+    from_: Timestamp
+    to: Timestamp
+    data: list[UsageRow]
+
+
+class AdminTask(_Closed):
+    id: str
+    tenant: str
+    capability: str
+    model: str
+    status: Literal["queued", "running", "succeeded", "failed", "canceled"]
+    progress: float
+    created_at: Timestamp
+    finished_at: Timestamp | None
+    cost: Credits
+
+
+class AdminTaskList(_Closed):
+    object: Literal["list"]
+    data: list[AdminTask]
+
+
+class RoutingModel(_Closed):
+    id: str
+    capabilities: list[str]
+    provider: str
+    upstream_model: str
+    release_label: Literal["Available", "Preview", "Planned"]
+
+
+class RoutingBreaker(_Closed):
+    provider: str
+    state: Literal["closed", "open", "half_open"]
+
+
+class RoutingView(_Closed):
+    config_version: str
+    models: list[RoutingModel]
+    auto: dict[str, str]
+    breakers: list[RoutingBreaker]
