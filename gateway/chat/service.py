@@ -25,7 +25,6 @@ from admission to settlement or release.
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from decimal import Decimal
 
@@ -44,17 +43,18 @@ from gateway.chat.outcomes import (
     ChatStreaming,
 )
 from gateway.chat.plan import ChatPlan, HoldBound, chat_needs, options_problems, plan_call
+from gateway.chat.route_report import all_open, call_failure, refuse_if_all_open, route_taken
 from gateway.chat.streaming import StreamJob
 from gateway.chat.usage import Charge, charge_for, usage_fields
 from gateway.chat.validation import parse_chat_request
 from gateway.error_mapping import as_gateway_error
-from gateway.errors import GatewayError, InvalidRequest, ModelUnavailable, StoreUnavailable
+from gateway.errors import InvalidRequest, StoreUnavailable
 from gateway.finisher import CallFinisher
 from gateway.idempotency import chat_claim
 from gateway.ids import new_completion_id
 from gateway.logging import get_logger
 from gateway.metrics import DisabledMetrics, Metrics
-from gateway.routing.fallback import RouteNote, failure_reason, falls_back, retry_delay, route_note
+from gateway.routing.fallback import RouteNote, failure_reason, falls_back, retry_delay
 from gateway.routing.resolver import NO_NEEDS, Choice, Route, Router
 from gateway.store.base import Call, RateState, Release, Settlement, StoredReply
 from providers.base import ChatCompletion
@@ -64,7 +64,6 @@ __all__ = ["ChatService"]
 
 _encode = msgspec.json.Encoder().encode
 _log = get_logger("gateway.chat")
-_PINNED = "pinned"
 _BOUNDS_LIMIT = 4096
 
 
@@ -112,7 +111,7 @@ class ChatService:
                     )
             plan = plan_call(request, choice, self._bound(choice), len(body))
             if not plan.routes[0].breaker.closed and idempotency_key is None:
-                _refuse_if_all_open(plan)  # (a repeated key may have a reply to replay)
+                refuse_if_all_open(plan)  # (a repeated key may have a reply to replay)
             call = Call(
                 tenant=tenant.name,
                 api_key_id=caller.key_id,
@@ -208,7 +207,7 @@ class ChatService:
             try:
                 if plan.stream:
                     upstream = await route.chat.stream(body)
-                    note = self._note(plan, route, failed)
+                    note = route_taken(plan, route, failed)
                     price = self._price(route)
                     job = StreamJob(
                         self, call, route, plan, price, credits_per_usd, body_size, upstream, note
@@ -235,7 +234,7 @@ class ChatService:
                         breaker.abandon()
                     self._log_failure(route, exc, fallback=False)
                     await self._finisher.release(Release(call=call))
-                    error = self._failure(exc, plan, route, failed, answered=True)
+                    error = call_failure(exc, plan, route, failed, answered=True)
                     error.upstream_seconds = waited
                     raise error from exc
                 breaker.failed()
@@ -266,7 +265,7 @@ class ChatService:
                     upstream_seconds=waited,
                 )
             assert completion is not None
-            note = self._note(plan, route, failed)
+            note = route_taken(plan, route, failed)
             payload = await self._finish_sync(
                 call, route, note, self._price(route), credits_per_usd, body_size, completion
             )
@@ -275,32 +274,11 @@ class ChatService:
             )
         await self._finisher.release(Release(call=call))
         if last is None:
-            raise _all_open(plan, failed)
+            raise all_open(plan, failed)
         failed_route, cause = last
-        error = self._failure(cause, plan, failed_route, failed, answered=False)
+        error = call_failure(cause, plan, failed_route, failed, answered=False)
         error.upstream_seconds = waited
         raise error from cause
-
-    @staticmethod
-    def _failure(
-        exc: Exception, plan: ChatPlan, route: Route, failed: list[RouteNote], *, answered: bool
-    ) -> GatewayError:
-        """The error of a call no route answered (`answered` False), or whose route answered
-        with a refusal (True): `route` is the last one tried."""
-        error = as_gateway_error(exc)
-        error.model = route.model.id
-        if failed:
-            answerer = route.model.id if answered else None
-            error.route = route_note(plan.choice.pinned, answerer, failed)
-        else:
-            error.route = _PINNED if plan.choice.pinned else route.note
-        return error
-
-    @staticmethod
-    def _note(plan: ChatPlan, route: Route, failed: list[RouteNote]) -> str:
-        if failed:
-            return route_note(plan.choice.pinned, route.model.id, failed)
-        return _PINNED if plan.choice.pinned else route.note
 
     async def _finish_sync(
         self,
@@ -389,25 +367,3 @@ class ChatService:
                 detail=exc.message,
                 fallback=fallback,
             )
-
-
-def _refuse_if_all_open(plan: ChatPlan) -> None:
-    """Before admission: every route's breaker refuses calls, so nothing would be tried."""
-    if all(route.breaker.refuses() for route in plan.routes):
-        raise _all_open(plan, [RouteNote(route.model.id, "breaker_open") for route in plan.routes])
-
-
-def _all_open(plan: ChatPlan, failed: list[RouteNote]) -> ModelUnavailable:
-    routes = plan.routes
-    wait = min(route.breaker.retry_in() for route in routes)
-    if plan.choice.pinned:
-        message = (
-            f"The model '{routes[0].model.id}' is unavailable: its upstream is failing. "
-            "Retry later, or with 'auto'."
-        )
-    else:
-        message = "Every model 'auto' may use is unavailable: their upstreams are failing."
-    error = ModelUnavailable(message, headers={"Retry-After": str(max(1, math.ceil(wait)))})
-    error.model = routes[0].model.id
-    error.route = route_note(plan.choice.pinned, None, failed)
-    return error

@@ -22,6 +22,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from gateway.billing.money import UNITS_PER_CREDIT
+from gateway.errors import IdempotencyInProgress, IdempotencyKeyReused, RateLimited
 
 __all__ = ["UNMATCHED_ROUTE", "DisabledMetrics", "Metrics"]
 
@@ -184,11 +185,11 @@ class Metrics:
         if replayed:
             self._idempotency(route, "replay").inc()
         elif error_code is not None:
-            if error_code == "rate_limited":
+            if error_code == RateLimited.code:
                 self._rate_limited(route).inc()
-            elif error_code == "idempotency_request_in_progress":
+            elif error_code == IdempotencyInProgress.code:
                 self._idempotency(route, "in_progress").inc()
-            elif error_code == "idempotency_key_reused":
+            elif error_code == IdempotencyKeyReused.code:
                 self._idempotency(route, "conflict").inc()
 
     def upstream_call(self, provider: str, model: str, capability: str, seconds: float) -> None:
