@@ -42,7 +42,7 @@ def envelope_bytes(error: GatewayError, request_id: str) -> bytes:
 
 def _openai_type(status: int) -> str:
     """OpenAI SDKs read `error.type`; give them the family they expect."""
-    if status in (400, 404, 408, 409, 413, 415, 422, 431):
+    if status in (400, 404, 408, 409, 413, 415, 416, 422, 431):
         return "invalid_request_error"
     if status == 401:
         return "authentication_error"

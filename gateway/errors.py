@@ -16,6 +16,7 @@
     ├── EntryIdReused                 409 entry_id_reused           (a ledger entry id)
     ├── PayloadTooLarge               413 payload_too_large
     ├── UnsupportedMediaType          415 unsupported_media_type
+    ├── RangeNotSatisfiable           416 range_not_satisfiable    (Content-Range: bytes */size)
     ├── IdempotencyKeyReused          422 idempotency_key_reused
     ├── RateLimited                   429 rate_limited (retryable, Retry-After)
     ├── RequestHeadTooLarge           431 request_headers_too_large
@@ -59,6 +60,7 @@ __all__ = [
     "NotFound",
     "NotImplementedYet",
     "PayloadTooLarge",
+    "RangeNotSatisfiable",
     "RateLimited",
     "RequestHeadTooLarge",
     "RequestTimedOut",
@@ -188,6 +190,17 @@ class PayloadTooLarge(GatewayError):
 class UnsupportedMediaType(GatewayError):
     status_code, code, retryable = 415, "unsupported_media_type", False
     default_message = "The content type is not supported; send application/json."
+
+
+class RangeNotSatisfiable(GatewayError):
+    status_code, code, retryable = 416, "range_not_satisfiable", False
+    default_message = "The requested range is not within the content."
+
+    def __init__(self, size: int) -> None:
+        super().__init__(
+            f"The requested range is not within the content's {size} bytes.",
+            headers={"Content-Range": f"bytes */{size}"},
+        )
 
 
 class IdempotencyKeyReused(GatewayError):

@@ -1,10 +1,11 @@
-"""Finishing admitted calls in the store, also when the store stalls or goes away.
+"""Finishing admitted calls and task creates in the store, also when it stalls or goes away.
 
 A store step whose reply never came (a timeout, a lost connection) may or may not have run, and
-it may still run later (Redis executes a command it had buffered once it wakes up). Both
-finishing steps are idempotent per call (the charge's ledger id is `charge:<call_id>`; the first
-settle or release of a call takes its done marker), so running one again is always safe, and
-running it again is how the gateway learns the outcome:
+it may still run later (Redis executes a command it had buffered once it wakes up). Every
+finishing step is idempotent (per call: the charge's ledger id is `charge:<call_id>`, the first
+settle or release of a call takes its done marker; per task: `debit:<task_id>`, the task's
+unconfirmed mark), so running one again is always safe, and running it again is how the
+gateway learns the outcome. The same design serves every create-style operation:
 
 - `settle` (a call that ran): tried until the store takes it, for up to `settle_wait` seconds
   while the client waits, so the answer goes out with its charge real. If the store is still
@@ -13,6 +14,13 @@ running it again is how the gateway learns the outcome:
 - `release` (a call that failed before costing anything): tried once, queued when the store
   does not take it. `abandon` queues a release for an admission whose outcome is unknown: the
   release also fences the call, so an admission that reaches the store after it takes nothing.
+- `confirm` (a task create the store took, to be answered 202): tried once while the client
+  waits, queued when the store does not take it; the task is answered all the same, since it
+  exists and its confirmation is idempotent.
+- `abandon` of a `TaskAbandon` (a task create whose outcome is unknown, or that failed after
+  the store took it): queued; it removes the unconfirmed task and fences its id, so a create
+  that reaches the store after it takes nothing. A create is only ever answered as a retryable
+  failure before it was confirmed, so what the failure says is what the books show.
 
 Queued steps are retried in the background (backoff from `retry_min` to `retry_max` while the
 store is away), so holds, idempotency leases and token reservations come back within about
@@ -30,13 +38,13 @@ from collections.abc import Callable
 
 from gateway.errors import StoreUnavailable
 from gateway.logging import get_logger
-from gateway.store.base import Release, Settlement, Store
+from gateway.store.base import Release, Settlement, Store, TaskAbandon, TaskConfirm, TaskRecord
 
 __all__ = ["CallFinisher"]
 
 _log = get_logger("gateway.finisher")
 
-Step = Settlement | Release
+Step = Settlement | Release | TaskConfirm | TaskAbandon
 
 
 class CallFinisher:
@@ -109,14 +117,28 @@ class CallFinisher:
         except Exception as exc:  # the hold expires on its own; the caller's error matters more
             _log.error("release_failed", call_id=release.call.call_id, error=repr(exc))
 
-    def abandon(self, release: Release) -> None:
-        """An admission whose outcome is unknown: release (and fence) it in the background."""
-        self._queue(release)
+    def abandon(self, step: Release | TaskAbandon) -> None:
+        """An admission or a task create whose outcome is unknown: undo (and fence) it in the
+        background."""
+        self._queue(step)
+
+    async def confirm(self, confirm: TaskConfirm) -> TaskRecord | None:
+        """The task as confirmed; None when the store did not answer (then it stays queued) or
+        the task is gone."""
+        try:
+            return await self._store.confirm_task(confirm)
+        except StoreUnavailable as exc:
+            self._queue(confirm)
+            _log.warning("confirm_deferred", task_id=confirm.task_id, error=repr(exc.__cause__))
+            return None
+        except asyncio.CancelledError:
+            self._queue(confirm)
+            raise
 
     def _queue(self, step: Step) -> None:
-        pending, call_id = self._pending, step.call.call_id
-        pending.pop(call_id, None)
-        pending[call_id] = step
+        pending, key = self._pending, _key(step)
+        pending.pop(key, None)
+        pending[key] = step
         if len(pending) > self._max_pending:
             dropped = next(iter(pending))
             del pending[dropped]
@@ -161,17 +183,32 @@ class CallFinisher:
 
     async def retry_pending(self) -> bool:
         """One pass over the queue; True when it is empty (False: the store is still away)."""
-        for call_id, step in list(self._pending.items()):
+        for key, step in list(self._pending.items()):
             try:
-                if isinstance(step, Settlement):
-                    await self._store.settle(step)
-                else:
-                    await self._store.release(step)
+                await _apply(self._store, step)
             except StoreUnavailable:
                 return False
             except Exception as exc:  # not the store being away: retrying will not help
-                _log.error("store_step_dropped", call_id=call_id, error=repr(exc))
-            if self._pending.get(call_id) is step:
-                del self._pending[call_id]
-            _log.info("store_step_done", call_id=call_id, step=type(step).__name__.lower())
+                _log.error("store_step_dropped", call_id=key, error=repr(exc))
+            if self._pending.get(key) is step:
+                del self._pending[key]
+            _log.info("store_step_done", call_id=key, step=type(step).__name__.lower())
         return not self._pending
+
+
+def _key(step: Step) -> str:
+    """What a queued step is about: one step per call or task is kept (the newest)."""
+    if isinstance(step, TaskConfirm | TaskAbandon):
+        return step.task_id
+    return step.call.call_id
+
+
+async def _apply(store: Store, step: Step) -> None:
+    if isinstance(step, Settlement):
+        await store.settle(step)
+    elif isinstance(step, Release):
+        await store.release(step)
+    elif isinstance(step, TaskConfirm):
+        await store.confirm_task(step)
+    else:
+        await store.abandon_task(step)

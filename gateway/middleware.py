@@ -2,6 +2,10 @@
 the request's metrics.
 
 It wraps Litestar's whole ASGI handler (not a route), so routing errors pass through it too.
+A WebSocket handshake is answered here with its refusal (`gateway.api.upgrades`), no handler
+runs. A request whose connection ended before its answer began is logged and counted with the
+status the HTTP protocol noted (`CONNECTION_ENDED`): 499 when the client closed it, with a
+`client_disconnected` line of its own, never as a server error.
 """
 
 from __future__ import annotations
@@ -9,8 +13,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from gateway.api.upgrades import refuse_websocket
 from gateway.auth import DUPLICATE
 from gateway.context import SCOPE_KEY, RequestContext
+from gateway.http_protocol import CLIENT_CLOSED, CONNECTION_ENDED, WEBSOCKET_HANDSHAKE
 from gateway.ids import accept_request_id
 from gateway.logging import get_logger
 from gateway.metrics import UNMATCHED_ROUTE, Metrics
@@ -67,10 +73,27 @@ class RequestContextMiddleware:
             await send(message)
 
         try:
-            await self._app(scope, receive, send_with_headers)
+            if WEBSOCKET_HANDSHAKE in scope:
+                refusal = await refuse_websocket(scope, send_with_headers, ctx.request_id)
+                ctx.error_code = refusal.code
+            else:
+                await self._app(scope, receive, send_with_headers)
         finally:
             elapsed = time.perf_counter() - ctx.started
             method = scope["method"]
+            started = ctx.response_started
+            ended = scope.get(CONNECTION_ENDED)
+            if ended is not None:  # nobody got an answer: counted as the protocol says
+                status, ctx.error_code = ended
+                started = 0.0
+                if status == CLIENT_CLOSED:
+                    _log.info(
+                        "client_disconnected",
+                        request_id=ctx.request_id,
+                        method=method,
+                        route=scope["path"],
+                        tenant=ctx.tenant,
+                    )
             _log.info(
                 "request",
                 request_id=ctx.request_id,
@@ -85,7 +108,6 @@ class RequestContextMiddleware:
                 latency_ms=round(elapsed * 1000, 3),
                 upstream_ms=round(ctx.upstream_seconds * 1000, 3) if ctx.upstream_seconds else None,
             )
-            started = ctx.response_started
             self._metrics.request(
                 scope.get("path_template") or UNMATCHED_ROUTE,
                 method,

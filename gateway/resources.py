@@ -7,7 +7,7 @@ import hashlib
 import os
 import secrets
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +30,7 @@ from gateway.routing.resolver import Router
 from gateway.settings import Settings
 from gateway.store import store_from_url
 from gateway.store.base import Store
+from gateway.tasks.retention import apply_task_retention, sweep_tasks
 from gateway.tasks.service import TaskService
 from gateway.tasks.worker import Worker
 from providers.registry import spec_for
@@ -103,6 +104,7 @@ class Runtime:
         # One breaker registry for the process: a reload keeps what it knows of each upstream.
         router = Router(config, providers, breakers=self.breakers)
         metrics = self.metrics
+        apply_task_retention(store, config.file.gateway)
         artifacts = open_artifacts(settings, config, store, self.blobs, metrics)
         if self._worker is None:
             self._worker = open_worker(settings, config, store, router, artifacts, metrics)
@@ -133,7 +135,14 @@ class Runtime:
                 metrics=metrics,
             ),
             artifacts=artifacts,
-            tasks=TaskService(store, router, artifacts, metrics),
+            tasks=TaskService(
+                store,
+                router,
+                artifacts,
+                self.finisher,
+                hold_seconds=config.file.gateway.hold_seconds,
+                metrics=metrics,
+            ),
             worker=self._worker,
         )
         return self.current
@@ -159,15 +168,32 @@ class Runtime:
             await _close_providers(providers)
 
     async def _sweep(self, every: float = 60.0) -> None:
-        """Retention: expired artifacts (and what crashed writes left) are removed at start,
-        then once a minute."""
+        """Retention, at start and then once a minute: expired artifacts (and what crashed
+        writes left), ended tasks past their retention (after the one-time backfill of the
+        listing indexes, `gateway.tasks.retention`), and the task creates a dead gateway left
+        unconfirmed once their holds expired. The store may be away: the next round catches up."""
         while True:
-            if self.current is not None:
-                try:
-                    await self.current.artifacts.sweep()
-                except Exception as exc:  # the store may be away; the next round catches up
-                    _log.warning("artifact_sweep_failed", error=repr(exc))
+            current = self.current
+            if current is not None:  # configured: retention and holds are the file's
+                await _logged("artifact_sweep_failed", current.artifacts.sweep())
+                await _logged("task_sweep_failed", sweep_tasks(self.store))
+                hold_seconds = current.config.file.gateway.hold_seconds
+                abandoned = await _logged(
+                    "unconfirmed_sweep_failed",
+                    self.store.abandon_unconfirmed(older_than=hold_seconds),
+                )
+                if abandoned:
+                    _log.info("unconfirmed_tasks_abandoned", count=abandoned)
             await asyncio.sleep(every)
+
+
+async def _logged(event: str, step: Awaitable[int]) -> int:
+    """A sweep step's count; 0 and a warning `event` when it fails."""
+    try:
+        return await step
+    except Exception as exc:
+        _log.warning(event, error=repr(exc))
+        return 0
 
 
 @asynccontextmanager

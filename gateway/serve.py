@@ -79,6 +79,7 @@ def serve(settings: Settings, config: GatewayConfig) -> int:
         max_headers=section.max_headers,
         head_timeout=section.header_timeout_seconds,
         body_idle_timeout=section.body_idle_timeout_seconds,
+        write_timeout=section.write_timeout_seconds,
     )
     server = uvicorn.Server(
         uvicorn.Config(

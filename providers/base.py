@@ -9,14 +9,21 @@ adapter a validated request body (a dict, `model` already set to the upstream mo
 adapter returns OpenAI-format completions and chunks whatever its upstream speaks.
 
 Images and music are tasks: the gateway's worker calls the adapter with a typed request (model
-already the upstream name, reference files already ingested into bytes) and a `TaskControl`
+already the upstream name, reference files already stored by the gateway) and a `TaskControl`
 through which the adapter reports progress and learns that the caller canceled. The adapter
 returns the media bytes; storing them as artifacts is the gateway's job.
+
+References are never handed over as bytes: a `MediaInput` is a type, a size and a way to
+stream the stored file, so a task's memory does not grow with its number of references. An
+adapter sends them as streams (`MediaInput.chunks`), or, when it must decode one, reads one
+at a time (`MediaInput.read`, at most `size_bytes`, which the gateway caps per kind).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import contextlib
+import io
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol, runtime_checkable
 
 import msgspec
@@ -35,6 +42,8 @@ __all__ = [
     "MusicProvider",
     "MusicRequest",
     "MusicResult",
+    "OpenChunks",
+    "ReferenceSizeMismatch",
     "TaskControl",
     "Usage",
 ]
@@ -92,11 +101,69 @@ class ChatProvider(Protocol):
     async def close(self) -> None: ...
 
 
-class MediaInput(msgspec.Struct, kw_only=True, frozen=True):
-    """A reference file the gateway already ingested: its bytes and type."""
+OpenChunks = Callable[[], Awaitable[AsyncIterator[bytes]]]
+"""Starts one read of a stored file: awaited, it gives the file's bytes in chunks (256 KiB from
+the gateway's stores). Each call is a fresh read from the start, so a resent upload reads again."""
 
-    data: bytes
+
+class ReferenceSizeMismatch(RuntimeError):
+    """A reference's stream gave more or fewer bytes than its `size_bytes`: the stored file
+    changed under the task. Not the upstream's fault, so no ProviderError."""
+
+
+class MediaInput(msgspec.Struct, kw_only=True, frozen=True):
+    """A reference file the gateway already stored: its type, its size and how to stream it.
+
+    The bytes stay in the gateway's blob store until an adapter reads them: `chunks()` streams
+    them (what an upload to an upstream should use), `read()` returns them whole for an adapter
+    that must decode the file (one reference at a time, so at most one is held). `size_bytes`
+    is exact, so an adapter may announce it (a multipart part's length) before reading.
+    """
+
     mime_type: str  # e.g. image/png, audio/wav
+    size_bytes: int
+    open: OpenChunks
+
+    @classmethod
+    def of_bytes(cls, data: bytes, mime_type: str) -> MediaInput:
+        """A reference already in memory (tests, adapters that build one)."""
+
+        async def open_() -> AsyncIterator[bytes]:
+            return _one(data)
+
+        return cls(mime_type=mime_type, size_bytes=len(data), open=open_)
+
+    async def chunks(self) -> AsyncGenerator[bytes, None]:
+        """The bytes in chunks, from a fresh read; ReferenceSizeMismatch if they are not
+        `size_bytes` long (raised as soon as they go past it, or at the end)."""
+        stream = await self.open()
+        seen = 0
+        try:
+            async for chunk in stream:
+                seen += len(chunk)
+                if seen > self.size_bytes:
+                    raise ReferenceSizeMismatch(
+                        f"the reference gave over its {self.size_bytes} bytes"
+                    )
+                yield chunk
+        finally:
+            closing = getattr(stream, "aclose", None)
+            if closing is not None:
+                await closing()
+        if seen != self.size_bytes:
+            raise ReferenceSizeMismatch(f"the reference gave {seen} of its {self.size_bytes} bytes")
+
+    async def read(self) -> bytes:
+        """The whole file (`size_bytes` of memory until dropped): read one at a time."""
+        buffer = io.BytesIO()  # `getvalue` hands over its buffer: no second copy at the end
+        async with contextlib.aclosing(self.chunks()) as chunks:
+            async for chunk in chunks:
+                buffer.write(chunk)
+        return buffer.getvalue()
+
+
+async def _one(data: bytes) -> AsyncIterator[bytes]:
+    yield data
 
 
 class ImageRequest(msgspec.Struct, kw_only=True, frozen=True):

@@ -2,7 +2,9 @@
 
 The events come from the chat service (`gateway.chat.outcomes.ChatEvents`); this sends them as
 they come and watches `receive` for the client leaving, which stops the stream (the upstream
-request is closed and what was produced is settled). A send that fails means the same.
+request is closed and what was produced is settled). A send that fails means the same. A client
+that stops reading is given up by the HTTP protocol after `write_timeout_seconds` (a send waits
+at most that long for room, `gateway.http_flow`), and this sees it as a client that left.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 What an error carries for the call (its resolved model, the caller's rate state) goes to the
 request's context, for the x-ratelimit-* headers and the log line, as a success's outcome does;
 a call that reached an upstream also says which model and route (`x-gateway-model`,
-`x-gateway-route`).
+`x-gateway-route`). A failure caused by the connection ending first (the client left mid-body)
+is no server error: nothing is logged here, the middleware counts it as the protocol noted.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from gateway.context import SCOPE_KEY, RequestContext
 from gateway.envelope import envelope_bytes
 from gateway.error_mapping import as_gateway_error
 from gateway.errors import GatewayError, RateLimited
+from gateway.http_protocol import CONNECTION_ENDED
 from gateway.ids import new_request_id
 from gateway.logging import get_logger
 
@@ -37,7 +39,7 @@ def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Respons
             ctx.rate = error.rate
         ctx.routing = error.route
         ctx.upstream_seconds = error.upstream_seconds
-    if type(error) is GatewayError:
+    if type(error) is GatewayError and CONNECTION_ENDED not in request.scope:
         _log.error("unhandled_exception", request_id=request_id, exc_info=exc)
     headers = dict(error.headers)
     if error.route is not None and error.model is not None:

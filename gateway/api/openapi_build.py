@@ -233,6 +233,7 @@ def _parameters(generated: Sequence[dict[str, Any]], doc: OperationDoc) -> list[
     params.append({"$ref": "#/components/parameters/XRequestId"})
     if doc.idempotent:
         params.append({"$ref": "#/components/parameters/IdempotencyKey"})
+    params += [{"$ref": f"#/components/parameters/{name}"} for name in doc.request_headers]
     return params
 
 

@@ -26,6 +26,7 @@ CODES: dict[int, str] = {
     409: "`idempotency_request_in_progress`",
     413: "`payload_too_large`",
     415: "`unsupported_media_type`",
+    416: "`range_not_satisfiable`: the range starts past the end (`Content-Range: bytes */<size>`)",
     422: "`validation_error` (and `idempotency_key_reused`)",
     429: "`rate_limited`: retry after `Retry-After` seconds",
     431: "`request_headers_too_large`",
@@ -94,6 +95,19 @@ HEADERS: dict[str, dict[str, Any]] = {
         "schema": {"type": "string"},
     },
     "Cache-Control": {"description": "Caching of the bytes.", "schema": {"type": "string"}},
+    "Content-Length": {
+        "description": "Bytes in the body (of a GET, also on HEAD).",
+        "schema": {"type": "integer", "minimum": 0},
+    },
+    "Accept-Ranges": {
+        "description": "`bytes`: one byte range may be asked with `Range`.",
+        "schema": {"type": "string", "enum": ["bytes"]},
+    },
+    "Content-Range": {
+        "description": "The range sent and the whole size (`bytes 0-1023/4096`); on a 416, "
+        "`bytes */<size>`.",
+        "schema": {"type": "string"},
+    },
 }
 
 REQUIRED = ".required"
@@ -115,6 +129,23 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         "replay the first answer (`Idempotent-Replayed: true`, nothing charged again); the "
         "same key with another body is 422 `idempotency_key_reused`; one still running, 409.",
         "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[ -~]+$"},
+    },
+    "Range": {
+        "name": "Range",
+        "in": "header",
+        "required": False,
+        "description": "One byte range (`bytes=0-1023`, `bytes=1024-`, `bytes=-1024`): 206 "
+        "with those bytes; past the end, 416. Several ranges or anything else: the whole "
+        "content.",
+        "schema": {"type": "string"},
+    },
+    "IfRange": {
+        "name": "If-Range",
+        "in": "header",
+        "required": False,
+        "description": "The gateway sends no validators, so none matches: with it, `Range` is "
+        "ignored and the whole content sent.",
+        "schema": {"type": "string"},
     },
 }
 

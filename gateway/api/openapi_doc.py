@@ -83,6 +83,9 @@ class OperationDoc:
     components) -> required."""
     method: str | None = None
     """The method of a raw ASGI handler, which Litestar does not know."""
+    request_headers: tuple[str, ...] = ()
+    """Request headers it reads beyond `X-Request-Id` (and `Idempotency-Key` when
+    `idempotent`): names of `gateway.api.openapi_components.PARAMETERS`."""
 
 
 def documented(doc: OperationDoc) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from litestar import Request, route
 
 from gateway.errors import NotImplementedYet
 
-__all__ = ["HANDLERS", "planned"]
+__all__ = ["HANDLERS", "planned", "planned_feature"]
 
 _PLANNED = {
     "/v1/embeddings": "embeddings",
@@ -27,11 +27,16 @@ _PLANNED = {
 }
 
 
+def planned_feature(path: str) -> str | None:
+    """The Planned capability `path` belongs to, if it is one of theirs."""
+    return _PLANNED.get(path.rstrip("/"))
+
+
 @route(
     list(_PLANNED), http_method=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False
 )
 async def planned(request: Request[Any, Any, Any]) -> None:
-    feature = _PLANNED.get(request.url.path.rstrip("/"), "this capability")
+    feature = planned_feature(request.url.path) or "this capability"
     raise NotImplementedYet(f"The {feature} API is Planned and not callable yet.")
 
 

@@ -62,6 +62,11 @@ class BlobStore(Protocol):
         """The blob in chunks; `BlobNotFound` (raised here, before iterating) if absent."""
         ...
 
+    async def read_range(self, key: str, start: int, stop: int) -> AsyncIterator[bytes]:
+        """Bytes `start` to `stop` (exclusive, within the blob) in chunks, reading only them;
+        `BlobNotFound` as for `read`."""
+        ...
+
     async def read_all(self, key: str, max_bytes: int) -> bytes: ...
 
     async def delete(self, key: str) -> bool:
@@ -104,6 +109,13 @@ def _fsync_dir(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _open_at(path: Path, offset: int) -> IO[bytes]:
+    file = path.open("rb")
+    if offset:
+        file.seek(offset)
+    return file
 
 
 def _discard(file: IO[bytes], temp: Path) -> None:
@@ -171,14 +183,29 @@ class LocalBlobStore:
             raise BlobNotFound()
         return self._chunks(path)
 
-    async def _chunks(self, path: Path) -> AsyncIterator[bytes]:
+    async def read_range(self, key: str, start: int, stop: int) -> AsyncIterator[bytes]:
+        path = self.path_for(key)
+        if not await asyncio.to_thread(path.is_file):
+            raise BlobNotFound()
+        return self._chunks(path, start, stop)
+
+    async def _chunks(
+        self, path: Path, start: int = 0, stop: int | None = None
+    ) -> AsyncIterator[bytes]:
         # Opened on first iteration, so an iterator never started holds no file handle.
         try:
-            file = await asyncio.to_thread(path.open, "rb")
+            file = await asyncio.to_thread(_open_at, path, start)
         except FileNotFoundError as exc:  # deleted since `read` looked
             raise BlobNotFound() from exc
+        left = -1 if stop is None else stop - start  # -1: to the end
         try:
-            while chunk := await asyncio.to_thread(file.read, self.read_chunk_bytes):
+            while left:
+                size = self.read_chunk_bytes if left < 0 else min(left, self.read_chunk_bytes)
+                chunk = await asyncio.to_thread(file.read, size)
+                if not chunk:
+                    return
+                if left > 0:
+                    left -= len(chunk)
                 yield chunk
         finally:
             file.close()

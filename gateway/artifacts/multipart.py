@@ -28,6 +28,10 @@ FILE_PART = "file"
 _BOUNDARY = re.compile(r"^[0-9A-Za-z'()+_,./:=? -]{0,69}[0-9A-Za-z'()+_,./:=?-]$")
 """RFC 2046 bchars, 1 to 70 characters, not ending in a space."""
 _FILENAME_DROP = re.compile(r'[\x00-\x1f\x7f<>:"|?*\\]')
+_INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+"""Unicode categories dropped from names: controls (C0 and C1), format characters (bidi
+overrides and isolates such as U+202E, zero-width ones, the BOM), surrogates, line and
+paragraph separators. Zero-width joiners go too, so a joined emoji falls apart into its parts."""
 _MAX_FILENAME_BYTES = 200
 
 
@@ -54,9 +58,14 @@ class Upload:
 
 
 def sanitize_filename(name: str) -> str:
-    """A bare, printable file name: no folders, quotes or controls; "upload" if nothing is left."""
+    """A bare, printable file name: no folders, quotes, controls or invisible format
+    characters (a right-to-left override, U+202E, before `gnp.exe` shows `exe.png`);
+    "upload" if nothing is left."""
     name = unicodedata.normalize("NFC", name).replace("\\", "/").rsplit("/", 1)[-1]
-    name = _FILENAME_DROP.sub("", name).strip().lstrip(".").strip()
+    name = _FILENAME_DROP.sub("", name)
+    if not name.isascii():
+        name = "".join(ch for ch in name if unicodedata.category(ch) not in _INVISIBLE)
+    name = name.strip().lstrip(".").strip()
     while len(name.encode("utf-8")) > _MAX_FILENAME_BYTES:
         stem, dot, ext = name.rpartition(".")
         name = f"{stem[:-1]}{dot}{ext}" if dot and stem and len(ext) <= 16 else name[:-1]

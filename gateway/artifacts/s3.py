@@ -224,9 +224,16 @@ class S3BlobStore:
         body, _ = await self._get(key)
         return self._chunks(body)
 
-    async def _get(self, key: str) -> tuple[S3Body, int]:
+    async def read_range(self, key: str, start: int, stop: int) -> AsyncIterator[bytes]:
+        # A ranged GET: S3 sends only those bytes.
+        body, _ = await self._get(key, Range=f"bytes={start}-{stop - 1}")
+        return self._chunks(body)
+
+    async def _get(self, key: str, **params: str) -> tuple[S3Body, int]:
         with s3_errors:
-            response = await self._s3.get_object(Bucket=self.bucket, Key=self._object_key(key))
+            response = await self._s3.get_object(
+                Bucket=self.bucket, Key=self._object_key(key), **params
+            )
         body: S3Body = response["Body"]
         return body, int(response["ContentLength"])
 

@@ -4,6 +4,12 @@ Bytes go to the blob store (`blobs.py`), the record (tenant, type, size, digest,
 gateway's store, so every replica sees it. A record is written only after its blob is complete,
 so no partial artifact is ever visible. Another tenant's artifact does not exist (404).
 Artifacts live for `retention_seconds` (7 days by default) and are then removed by `sweep`.
+
+A reference is capped by its kind (`REFERENCE_MAX_BYTES`) whichever way it comes: a URL's
+fetch and a data URI's decoding stop at the cap, and an artifact named as a reference (an
+upload may be up to `UPLOAD_MAX_BYTES`) is refused by its recorded size, before a task is
+created and again when the worker takes it. The worker then streams references with
+`content`; nothing here reads a stored file whole into memory.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from gateway.artifacts.blobs import BlobInfo, BlobStore, LocalBlobStore
-from gateway.artifacts.data_uri import decode_data_uri
+from gateway.artifacts.data_uri import DecodedData, decode_data_uri
 from gateway.artifacts.errors import invalid_input
 from gateway.artifacts.fetch import ReferenceFetcher
 from gateway.artifacts.multipart import open_upload, sanitize_filename
@@ -26,7 +32,13 @@ from gateway.logging import get_logger
 from gateway.metrics import DisabledMetrics, Metrics
 from gateway.store.base import ArtifactKind, ArtifactRecord, Store
 
-__all__ = ["MEDIA_TYPES", "STALE_TEMP_SECONDS", "UPLOAD_MAX_BYTES", "ArtifactService"]
+__all__ = [
+    "MEDIA_TYPES",
+    "REFERENCE_MAX_BYTES",
+    "STALE_TEMP_SECONDS",
+    "UPLOAD_MAX_BYTES",
+    "ArtifactService",
+]
 
 UPLOAD_MAX_BYTES = 100 * 1024 * 1024
 REFERENCE_MAX_BYTES = {"image": 20 * 1024 * 1024, "audio": 50 * 1024 * 1024}
@@ -84,7 +96,8 @@ class ArtifactService:
     async def ingest(
         self, tenant: str, reference: dict[str, Any], *, field: str, kind: str
     ) -> ArtifactRecord:
-        """A reference input (`url`, `data_uri` or `artifact`) as an artifact of `tenant`."""
+        """A reference input (`url`, `data_uri` or `artifact`) as an artifact of `tenant`, at
+        most `REFERENCE_MAX_BYTES[kind]` long; a 422 naming `field` when it is not one."""
         allowed = MEDIA_TYPES[kind]
         max_bytes = REFERENCE_MAX_BYTES[kind]
         source = reference.get("type")
@@ -94,6 +107,12 @@ class ArtifactService:
                 raise invalid_input(f"{field}.artifact_id", "no such artifact.")
             if record.mime_type not in allowed:
                 raise invalid_input(f"{field}.artifact_id", f"is not an {kind} file.")
+            if record.size_bytes > max_bytes:
+                raise invalid_input(
+                    f"{field}.artifact_id",
+                    f"is larger than the limit of {max_bytes} bytes for an {kind} reference"
+                    f" ({record.size_bytes} bytes).",
+                )
             return record
         artifact_id = new_artifact_id()
         key = self._key(tenant, artifact_id)
@@ -126,6 +145,27 @@ class ArtifactService:
     def check_url(self, url: str, *, field: str) -> None:
         """422 now for a reference URL that could never be fetched (scheme, credentials)."""
         self._fetcher.check(url, field=field)
+
+    async def save_reference(
+        self, tenant: str, artifact_id: str, data: DecodedData, *, task_id: str
+    ) -> ArtifactRecord:
+        """A data URI reference, already decoded and checked, as artifact `artifact_id`."""
+        key = self._key(tenant, artifact_id)
+        info = await self._blobs.write_bytes(key, data.data)
+        filename = f"reference.{extension_for(data.mime_type)}"
+        try:
+            return await self._record(
+                tenant, artifact_id, "reference", filename, data.mime_type, info, key,
+                task_id=task_id,
+            )  # fmt: skip
+        except BaseException:
+            await self._blobs.delete(key)  # no record: nothing may point at it
+            raise
+
+    async def delete(self, record: ArtifactRecord) -> None:
+        """Bytes, then record (idempotent): for what a refused request must not leave behind."""
+        await self._blobs.delete(record.blob_key)
+        await self._store.delete_artifact(record.artifact_id)
 
     async def save_output(
         self, tenant: str, task_id: str, data: bytes, mime_type: str, filename: str
@@ -185,10 +225,14 @@ class ArtifactService:
         return record
 
     async def content(self, record: ArtifactRecord) -> AsyncIterator[bytes]:
+        """The stored bytes in chunks (`READ_CHUNK_BYTES`); `BlobNotFound` now if gone."""
         return await self._blobs.read(record.blob_key)
 
-    async def read_bytes(self, record: ArtifactRecord) -> bytes:
-        return await self._blobs.read_all(record.blob_key, record.size_bytes)
+    async def content_range(
+        self, record: ArtifactRecord, start: int, stop: int
+    ) -> AsyncIterator[bytes]:
+        """Bytes `start` to `stop` (exclusive) of the content; only they are read."""
+        return await self._blobs.read_range(record.blob_key, start, stop)
 
     def content_url(self, artifact_id: str) -> str:
         """A signed, expiring URL of the bytes, fetchable without the Authorization header."""

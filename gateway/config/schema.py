@@ -188,6 +188,9 @@ class GatewaySection(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Time for a request line and headers to arrive completely (408 beyond)."""
     body_idle_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] = 30.0
     """Longest pause between two reads of a request body (408 beyond)."""
+    write_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    """Longest wait for a client to take response bytes (its socket full): beyond it the
+    connection is closed (a stream is settled for what was produced)."""
     task_lease_seconds: Annotated[float, msgspec.Meta(ge=1)] = 30.0
     """A worker renews its hold on a running task this often (/3); a task whose worker stopped
     is taken by another after this long."""
@@ -195,6 +198,9 @@ class GatewaySection(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Claims of one task (each worker that died costs one) before it fails, refunded."""
     artifact_retention_days: Annotated[float, msgspec.Meta(gt=0)] = 7.0
     """Uploads, references and outputs are removed this long after they were made."""
+    task_retention_days: Annotated[float, msgspec.Meta(ge=1)] = 30.0
+    """A task that ended is removed this long after (queued and running ones never are). At
+    least a day: longer than a create's idempotency record, so a replay never finds it gone."""
     fetch_allow_http: bool = False
     """Reference URLs must be https unless this is set (tests, internal networks)."""
     fetch_allowed_networks: list[str] = []

@@ -37,6 +37,8 @@ __all__ = [
     "Settlement",
     "Store",
     "StoredReply",
+    "TaskAbandon",
+    "TaskConfirm",
     "TaskCreate",
     "TaskCreateOutcome",
     "TaskCreateResult",
@@ -269,8 +271,28 @@ class Store(Protocol):
 
     # Tasks (prepaid media generation; see gateway/store/tasks.py)
     async def create_task(self, create: TaskCreate) -> TaskCreateResult:
-        """One atomic step: the requests bucket (as `admit`), the idempotency record, the debit
-        (price against balance minus chat holds), the `queued` task and its queue entry."""
+        """One atomic step: the requests bucket (as `admit`), the idempotency record, a credit
+        hold of the price for `hold_seconds` (against balance minus active holds) and the task,
+        unconfirmed: it reads as `queued` by its id, but it is in no listing and no queue and
+        nothing is charged until `confirm_task`. ABANDONED when `abandon_task` fenced this id
+        first."""
+        ...
+
+    async def confirm_task(self, confirm: TaskConfirm) -> TaskRecord | None:
+        """One atomic, idempotent step: an unconfirmed task's hold becomes its debit, the task
+        is listed and queued for workers. A task confirmed (or canceled) before is returned as
+        it is; None when there is no such task (it was abandoned)."""
+        ...
+
+    async def abandon_task(self, abandon: TaskAbandon) -> None:
+        """One atomic, idempotent step: an unconfirmed task is removed whole (hold, record,
+        listing, its idempotency record) and its id is fenced, so a `create_task` of it that
+        reaches the store later is ABANDONED. A confirmed task is left as it is."""
+        ...
+
+    async def abandon_unconfirmed(self, *, older_than: float, limit: int = 100) -> int:
+        """Abandon tasks left unconfirmed for `older_than` seconds (a gateway that died between
+        the two create steps: their holds have expired by then); returns how many."""
         ...
 
     async def get_task(self, tenant: str, task_id: str) -> TaskRecord | None:
@@ -286,7 +308,9 @@ class Store(Protocol):
         status: TaskStatus | None = None,
         capability: str | None = None,
     ) -> TaskPage:
-        """Newest first; `after` is a task id from the previous page (unknown id: empty page)."""
+        """Newest first; `after` is a task id from the previous page (unknown id: empty page).
+        Costs O(limit) on both backends whatever the filters, however many tasks do not match
+        (an index per filter combination)."""
         ...
 
     async def claim_task(
@@ -320,17 +344,39 @@ class Store(Protocol):
         ...
 
     async def request_cancel(self, tenant: str, task_id: str) -> TaskRecord | None:
-        """Queued: canceled now, refunded in full. Running: `cancel_requested_at` is set (the
-        worker stops between steps). Terminal: unchanged. None when unknown or another's."""
+        """Queued: canceled now, refunded in full (unconfirmed: canceled, its hold released,
+        nothing was charged). Running: `cancel_requested_at` is set (the worker stops between
+        steps). Terminal: unchanged. None when unknown or another's."""
         ...
 
     async def finalize_task(self, final: TaskFinal) -> TaskRecord:
         """The terminal state and the refund, once: a task already terminal is returned
-        unchanged. KeyError for an unknown task; ValueError for a refund above the price."""
+        unchanged. KeyError for an unknown task; ValueError for a refund above the price and
+        for an unconfirmed task (never charged nor claimed)."""
         ...
 
     async def task_queue_depth(self) -> int:
         """Queued tasks (a metric)."""
+        ...
+
+    # Task retention (see docs/store.md, "Task listing and retention")
+    def set_task_retention(self, seconds: float) -> None:
+        """How long a task is kept once it ended (`task_retention_days`; default
+        `TASK_RETENTION_SECONDS`). Redis: for the tasks that end from now on (each gets its TTL
+        then); SQLite: for every ended task, at the next sweep. Queued and running tasks are
+        never removed."""
+        ...
+
+    async def sweep_tasks(self, *, limit: int = 500) -> int:
+        """One bounded round of retention: up to `limit` tasks whose retention ran out leave
+        the store (SQLite: their rows; Redis: their listing entries, their hashes having
+        expired by TTL). Returns how many; a full `limit` means there may be more."""
+        ...
+
+    async def backfill_task_indexes(self) -> int:
+        """Once per store (idempotent): tasks written before the listing indexes existed are
+        put in them, and those that ended get their retention. Redis only (SQLite builds its
+        indexes when it migrates the file); returns how many tasks it indexed."""
         ...
 
     # Artifacts (metadata; the bytes are in blob storage)
@@ -357,6 +403,8 @@ from gateway.store.tasks import (  # noqa: E402
     TERMINAL,
     ArtifactKind,
     ArtifactRecord,
+    TaskAbandon,
+    TaskConfirm,
     TaskCreate,
     TaskCreateOutcome,
     TaskCreateResult,

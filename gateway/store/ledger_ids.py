@@ -16,7 +16,8 @@ def charge_id(call_id: str) -> str:
 
 
 def hold_id(call_id: str) -> str:
-    """A chat call's credit hold (not a ledger entry: holds only lower what is available)."""
+    """A chat call's credit hold, or an unconfirmed task's (by its task id): not a ledger
+    entry, holds only lower what is available."""
     return f"hold:{call_id}"
 
 

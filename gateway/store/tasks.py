@@ -1,10 +1,14 @@
 """The store's types for tasks (image and music generation) and artifacts (stored media).
 
-A task is prepaid: `Store.create_task` debits its price in the same atomic step that writes it
-`queued` and enqueues it, and `Store.finalize_task` refunds what was not delivered, once per
-task (the ledger ids are `debit:<task_id>` and `refund:<task_id>`). A worker holds a running
-task under a lease it keeps extending (`touch_task`); a task whose worker vanished is claimed
-again, or failed with a full refund once it ran out of attempts.
+A task is prepaid, and created in two steps so that a create whose answer was lost can be
+undone (see docs/store.md, "When a step's outcome is unknown"): `Store.create_task` writes it
+*unconfirmed* under a credit hold of its price (not claimable, nothing charged), and
+`Store.confirm_task` turns the hold into the `debit:<task_id>` entry and enqueues it; or
+`Store.abandon_task` removes an unconfirmed task whole and fences its id, so a create that
+reaches the store late takes nothing. `Store.finalize_task` refunds what was not delivered,
+once per task (`refund:<task_id>`). A worker holds a running task under a lease it keeps
+extending (`touch_task`); a task whose worker vanished is claimed again, or failed with a full
+refund once it ran out of attempts.
 
 `base.py` re-exports all of these; they live apart only to keep each module small.
 """
@@ -19,10 +23,13 @@ import msgspec
 from gateway.store.base import IdempotencyClaim, RateLimits, RateState
 
 __all__ = [
+    "TASK_RETENTION_SECONDS",
     "TERMINAL",
     "WORKER_LOST",
     "ArtifactKind",
     "ArtifactRecord",
+    "TaskAbandon",
+    "TaskConfirm",
     "TaskCreate",
     "TaskCreateOutcome",
     "TaskCreateResult",
@@ -39,6 +46,10 @@ TaskStatus = Literal["queued", "running", "succeeded", "failed", "canceled"]
 TerminalStatus = Literal["succeeded", "failed", "canceled"]
 TERMINAL: tuple[TerminalStatus, ...] = ("succeeded", "failed", "canceled")
 """A task in one of these never changes again (and is never refunded twice)."""
+
+TASK_RETENTION_SECONDS = 30 * 86_400.0
+"""How long a task is kept once it ended, unless the store is told otherwise
+(`Store.set_task_retention`, from `task_retention_days`); queued and running tasks stay."""
 
 WORKER_LOST = "worker_lost"
 """Error code (and refund reason) of a task failed because its workers kept vanishing."""
@@ -97,10 +108,10 @@ class TaskRecord(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class TaskCreate(msgspec.Struct, kw_only=True, frozen=True):
-    """What a create call asks of the store: rate check, idempotency, debit, task, enqueue.
+    """What a create call asks of the store: rate check, idempotency, credit hold, the task.
 
-    `task_id` is gateway-made and unique per call; a second create with the same id (a retry
-    of a call whose answer was lost) finds the first task and debits nothing.
+    `task_id` is gateway-made and unique per call; the same create sent again (a client
+    library's retry of the same command) finds its own task and takes nothing twice.
     """
 
     task_id: str
@@ -117,24 +128,50 @@ class TaskCreate(msgspec.Struct, kw_only=True, frozen=True):
     idempotency: IdempotencyClaim | None = None
     reply_ttl_seconds: int = 86_400
     """How long the idempotency record (fingerprint -> task id) is kept."""
+    hold_seconds: int = 900
+    """How long the price stays held if the task is never confirmed (a gateway that died
+    between the two steps): its record goes too, by `Store.abandon_unconfirmed`."""
 
 
 class TaskCreateOutcome(enum.Enum):
     CREATED = "created"
+    """The task exists, unconfirmed (also when this same create had reached the store before)."""
     REPLAY = "replay"
-    """Same idempotency key and body (or the same task id): the existing task, as it is now."""
+    """Same idempotency key and body: the confirmed task, as it is now."""
+    IN_PROGRESS = "in_progress"
+    """Same idempotency key and body as a create not confirmed yet: nothing taken but a request."""
     KEY_REUSED = "key_reused"
     RATE_LIMITED = "rate_limited"
     INSUFFICIENT_CREDITS = "insufficient_credits"
+    ABANDONED = "abandoned"
+    """This task id was abandoned before the create reached the store: nothing was taken."""
+
+
+class TaskConfirm(msgspec.Struct, kw_only=True, frozen=True):
+    """Make an unconfirmed task real: its hold becomes the debit, it is queued for workers."""
+
+    tenant: str
+    task_id: str
+
+
+class TaskAbandon(msgspec.Struct, kw_only=True, frozen=True):
+    """Undo a create whose answer never came: an unconfirmed task goes whole (hold, record,
+    idempotency record), and the id is fenced so that a create arriving later takes nothing.
+
+    `idempotency_scope` is the create's claim scope ("" without one)."""
+
+    tenant: str
+    task_id: str
+    idempotency_scope: str = ""
 
 
 class TaskCreateResult(msgspec.Struct, kw_only=True, frozen=True):
     outcome: TaskCreateOutcome
     rate: RateState
     task: TaskRecord | None = None
-    """The new task (CREATED) or the existing one (REPLAY); None otherwise."""
+    """The new, unconfirmed task (CREATED) or the existing one (REPLAY); None otherwise."""
     available_units: int = 0
-    """Balance minus active chat holds when checked, before this task's debit."""
+    """Balance minus active holds when checked, before this task's own hold."""
 
 
 class TaskFinal(msgspec.Struct, kw_only=True, frozen=True):

@@ -25,6 +25,7 @@ from gateway.routing.breakers import Breakers
 from gateway.routing.resolver import Router
 from gateway.settings import Settings
 from gateway.store import store_from_url
+from gateway.tasks.retention import apply_task_retention
 from providers.registry import spec_for
 
 __all__ = ["run_worker"]
@@ -38,6 +39,7 @@ def run_worker(settings: Settings, config: GatewayConfig) -> int:
 
 async def _run(settings: Settings, config: GatewayConfig) -> None:
     store = store_from_url(settings.resolved_store_url)
+    apply_task_retention(store, config.file.gateway)  # the tasks this process ends
     blobs = blob_store_from_url(settings.artifacts_url, settings.resolved_artifacts_dir)
     await store.open()
     generations: list[dict[str, Any]] = []
@@ -56,6 +58,7 @@ async def _run(settings: Settings, config: GatewayConfig) -> None:
             # Tasks under way finish with the providers they started with (closed at exit).
             router = Router(new, _providers(new, generations), breakers=breakers)
             artifacts = open_artifacts(settings, new, store, blobs, metrics)
+            apply_task_retention(store, new.file.gateway)
             worker.use(router, artifacts, new.file.gateway)
 
         watcher = ConfigWatcher(config, apply, poll_seconds=settings.config_poll_seconds)

@@ -1,15 +1,18 @@
-"""Media tasks for callers: create (validate, resolve, price, one atomic store step), look up,
-list and cancel. Running them is `gateway.tasks.worker`'s job.
+"""Media tasks for callers: create (validate, resolve, price, two store steps), look up, list
+and cancel. Running them is `gateway.tasks.worker`'s job.
 
-Create is prepaid: the store debits the price in the same step that writes the task `queued`,
-records the idempotency key and enqueues it, so a create either happened whole or not at all.
-Reference inputs given as data URIs or artifact ids are checked (and data URIs stored as
-artifacts) before that step, so a bad one is a 422 and the task holds no large inline data;
-URLs are fetched by the worker, which can take its time.
+Create is prepaid, in two steps (docs/store.md, "When a step's outcome is unknown"): the store
+takes the rate limit, the idempotency key and a hold of the price and writes the task
+unconfirmed; then the data URI references are written as artifacts (`references.py`: checked
+before, written only now that the create was admitted) and the task is confirmed (the hold
+becomes the debit, the task is queued) before the 202. A create whose first step's answer never
+came, or that fails after it, is abandoned through the finisher: the unconfirmed task goes
+whole and its id is fenced. So a retryable failure never leaves a task or a charge behind.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,12 +25,15 @@ from gateway.billing.pricing import media_unit_price
 from gateway.errors import (
     ErrorDetail,
     GatewayError,
+    IdempotencyInProgress,
     IdempotencyKeyReused,
     InsufficientCredits,
     NotFound,
     RateLimited,
+    StoreUnavailable,
     ValidationFailed,
 )
+from gateway.finisher import CallFinisher
 from gateway.idempotency import claim_for
 from gateway.ids import new_task_id
 from gateway.metrics import DisabledMetrics, Metrics
@@ -43,12 +49,16 @@ from gateway.schemas.media import (
 from gateway.store.base import (
     RateState,
     Store,
+    TaskAbandon,
+    TaskConfirm,
     TaskCreate,
     TaskCreateOutcome,
+    TaskCreateResult,
     TaskPage,
     TaskRecord,
     TaskStatus,
 )
+from gateway.tasks.references import CheckedReference, check_reference, save_references
 from gateway.tasks.validation import media_problems
 
 __all__ = ["TaskAccepted", "TaskService"]
@@ -70,11 +80,16 @@ class TaskService:
         store: Store,
         router: Router,
         artifacts: ArtifactService,
+        finisher: CallFinisher,
+        *,
+        hold_seconds: int = 900,
         metrics: Metrics | None = None,
     ) -> None:
         self._store = store
         self._router = router
         self._artifacts = artifacts
+        self._finisher = finisher
+        self._hold_seconds = hold_seconds
         self._metrics = metrics or DisabledMetrics()
 
     async def create(
@@ -95,8 +110,9 @@ class TaskService:
         problems = namespace_problems(request.model_options, choice)
         if problems:
             raise _invalid(problems)
+        tenant = caller.tenant.name
         claim = claim_for(
-            tenant=caller.tenant.name,
+            tenant=tenant,
             method="POST",
             path=path,
             key=idempotency_key,
@@ -105,52 +121,57 @@ class TaskService:
         )
         count = request.n if isinstance(request, ImageGenerationRequest) else 1
         price = media_unit_price(route.model, capability, quality) * count
-        task_input = await self._input(caller.tenant.name, request)
-        result = await self._store.create_task(
-            TaskCreate(
-                task_id=new_task_id(),
-                tenant=caller.tenant.name,
-                api_key_id=caller.key_id,
-                request_id=request_id,
-                limits=caller.tenant.limits,
-                capability=capability,
-                model=request.model,
-                resolved_model=route.model.id,
-                price_units=price,
-                input=task_input,
-                metadata=dict(request.metadata),
-                idempotency=claim,
-                reply_ttl_seconds=_IDEMPOTENCY_TTL_SECONDS,
-            )
+        references = await self._references(tenant, request)
+        task_id = new_task_id()
+        abandon = TaskAbandon(
+            tenant=tenant, task_id=task_id, idempotency_scope=claim.scope if claim else ""
         )
-        outcome = result.outcome
-        if result.task is not None and outcome in (
-            TaskCreateOutcome.CREATED,
-            TaskCreateOutcome.REPLAY,
-        ):
-            replayed = outcome is TaskCreateOutcome.REPLAY
-            if not replayed:
-                self._metrics.task_created(capability, route.model.id, price)
-            return TaskAccepted(task=result.task, replayed=replayed, rate=result.rate)
-        error: GatewayError
-        if outcome is TaskCreateOutcome.RATE_LIMITED:
-            error = RateLimited(headers={"Retry-After": str(retry_after_seconds(result.rate))})
-        elif outcome is TaskCreateOutcome.INSUFFICIENT_CREDITS:
-            error = InsufficientCredits(
-                f"This task costs {format_credits(price)} credits; the wallet has "
-                f"{format_credits(max(result.available_units, 0))} available.",
-                details=[
-                    ErrorDetail(field="price_credits", message=format_credits(price)),
-                    ErrorDetail(
-                        field="available_credits",
-                        message=format_credits(max(result.available_units, 0)),
-                    ),
-                ],
+        try:
+            result = await self._store.create_task(
+                TaskCreate(
+                    task_id=task_id,
+                    tenant=tenant,
+                    api_key_id=caller.key_id,
+                    request_id=request_id,
+                    limits=caller.tenant.limits,
+                    capability=capability,
+                    model=request.model,
+                    resolved_model=route.model.id,
+                    price_units=price,
+                    input=_echo(request, references),
+                    metadata=dict(request.metadata),
+                    idempotency=claim,
+                    reply_ttl_seconds=_IDEMPOTENCY_TTL_SECONDS,
+                    hold_seconds=self._hold_seconds,
+                )
             )
-        else:
-            error = IdempotencyKeyReused()
-        error.rate = msgspec.structs.replace(result.rate, limit_tokens=0)  # for the headers
-        raise error
+        except (StoreUnavailable, asyncio.CancelledError):
+            # It may still reach the store: undo it then, and fence it if it comes later.
+            self._finisher.abandon(abandon)
+            raise
+        outcome = result.outcome
+        if outcome is TaskCreateOutcome.CREATED and result.task is not None:
+            task = await self._confirm(result.task, references, abandon)
+            self._metrics.task_created(capability, route.model.id, price)
+            return TaskAccepted(task=task, replayed=False, rate=result.rate)
+        if outcome is TaskCreateOutcome.REPLAY and result.task is not None:
+            return TaskAccepted(task=result.task, replayed=True, rate=result.rate)
+        raise _refusal(result, price)
+
+    async def _confirm(
+        self, task: TaskRecord, references: list[CheckedReference], abandon: TaskAbandon
+    ) -> TaskRecord:
+        """Write the references, then confirm: the task as the 202 shows it. A failure before
+        the confirmation abandons the create (nothing stays held, written or listed)."""
+        try:
+            await save_references(self._artifacts, task.tenant, task.task_id, references)
+        except BaseException:
+            self._finisher.abandon(abandon)
+            raise
+        confirmed = await self._finisher.confirm(
+            TaskConfirm(tenant=task.tenant, task_id=task.task_id)
+        )
+        return confirmed or task  # (not answered: it stays queued in the finisher)
 
     def _resolve(
         self, model: str, caller: Caller, capability: str, quality: str
@@ -168,31 +189,21 @@ class TaskService:
         route = next((r for r in choice.routes if not r.breaker.refuses()), choice.routes[0])
         return choice, route
 
-    async def _input(self, tenant: str, request: MediaRequest) -> dict[str, Any]:
-        """The request as the task shows it: metadata apart, references that were data URIs or
-        artifacts as artifact ids (URLs stay until the worker fetches them)."""
-        echo: dict[str, Any] = msgspec.to_builtins(request)
-        echo.pop("metadata", None)
+    async def _references(self, tenant: str, request: MediaRequest) -> list[CheckedReference]:
+        """Every reference checked, in the order the request gives them; nothing written."""
+        given: list[tuple[str, dict[str, Any], str]] = []
         if isinstance(request, ImageToImageRequest):
-            echo["image"] = await self._reference(tenant, echo["image"], "image", "image")
-            echo["extra_images"] = [
-                await self._reference(tenant, item, f"extra_images[{i}]", "image")
-                for i, item in enumerate(echo["extra_images"])
+            given.append(("image", msgspec.to_builtins(request.image), "image"))
+            given += [
+                (f"extra_images[{i}]", msgspec.to_builtins(item), "image")
+                for i, item in enumerate(request.extra_images)
             ]
         if isinstance(request, ReferenceAudioToMusicRequest):
-            echo["reference_audio"] = await self._reference(
-                tenant, echo["reference_audio"], "reference_audio", "audio"
-            )
-        return echo
-
-    async def _reference(
-        self, tenant: str, reference: dict[str, Any], field: str, kind: str
-    ) -> dict[str, Any]:
-        if reference["type"] == "url":
-            self._artifacts.check_url(str(reference["url"]), field=f"{field}.url")
-            return reference
-        record = await self._artifacts.ingest(tenant, reference, field=field, kind=kind)
-        return {"type": "artifact", "artifact_id": record.artifact_id}
+            given.append(("reference_audio", msgspec.to_builtins(request.reference_audio), "audio"))
+        return [
+            await check_reference(self._artifacts, tenant, reference, field=field, kind=kind)
+            for field, reference, kind in given
+        ]
 
     async def get(self, caller: Caller, task_id: str) -> TaskRecord:
         task = await self._store.get_task(caller.tenant.name, task_id)
@@ -229,6 +240,46 @@ class TaskService:
                 (task.completed_at or task.created_at) - task.created_at,
             )
         return task
+
+
+def _echo(request: MediaRequest, references: list[CheckedReference]) -> dict[str, Any]:
+    """The request as the task shows it: metadata apart, references that were data URIs or
+    artifacts as artifact ids (URLs stay until the worker fetches them)."""
+    echo: dict[str, Any] = msgspec.to_builtins(request)
+    echo.pop("metadata", None)
+    shown = iter(reference.echo for reference in references)
+    if isinstance(request, ImageToImageRequest):
+        echo["image"] = next(shown)
+        echo["extra_images"] = list(shown)
+    if isinstance(request, ReferenceAudioToMusicRequest):
+        echo["reference_audio"] = next(shown)
+    return echo
+
+
+def _refusal(result: TaskCreateResult, price: int) -> GatewayError:
+    """What the store refused, as the error that says why (with the buckets for the headers)."""
+    outcome = result.outcome
+    error: GatewayError
+    if outcome is TaskCreateOutcome.RATE_LIMITED:
+        error = RateLimited(headers={"Retry-After": str(retry_after_seconds(result.rate))})
+    elif outcome is TaskCreateOutcome.INSUFFICIENT_CREDITS:
+        available = format_credits(max(result.available_units, 0))
+        error = InsufficientCredits(
+            f"This task costs {format_credits(price)} credits; the wallet has "
+            f"{available} available.",
+            details=[
+                ErrorDetail(field="price_credits", message=format_credits(price)),
+                ErrorDetail(field="available_credits", message=available),
+            ],
+        )
+    elif outcome is TaskCreateOutcome.IN_PROGRESS:
+        error = IdempotencyInProgress()
+    elif outcome is TaskCreateOutcome.KEY_REUSED:
+        error = IdempotencyKeyReused()
+    else:  # ABANDONED: only an id fenced before its create arrived, which a new id never is
+        error = StoreUnavailable()
+    error.rate = msgspec.structs.replace(result.rate, limit_tokens=0)  # for the headers
+    return error
 
 
 def _invalid(problems: list[ErrorDetail]) -> ValidationFailed:

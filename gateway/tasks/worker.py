@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from typing import Any
 
@@ -152,7 +153,10 @@ class Worker:
             return _ended(task, "failed", _error("internal_error", "The task failed.", True))
 
     async def _references(self, task: TaskRecord) -> list[MediaInput]:
-        """Fetch URL references into artifacts (rewriting the task's input), then their bytes."""
+        """Fetch URL references into artifacts (rewriting the task's input); each becomes a
+        `MediaInput` that streams the stored bytes when the adapter reads it, never before,
+        so holding the list costs nothing however many references there are. `ingest`
+        checks every reference against its kind's size cap, stored artifacts included."""
         fields: list[tuple[str, str, dict[str, Any]]] = []
         task_input = dict(task.input)
         if "image" in task_input:
@@ -171,7 +175,9 @@ class Worker:
                 reference.update({"type": "artifact", "artifact_id": record.artifact_id})
             inputs.append(
                 MediaInput(
-                    data=await self._artifacts.read_bytes(record), mime_type=record.mime_type
+                    mime_type=record.mime_type,
+                    size_bytes=record.size_bytes,
+                    open=functools.partial(self._artifacts.content, record),
                 )
             )
         if changed:

@@ -4,6 +4,10 @@
     image_to_image   POST {base_url}/images/edits         multipart/form-data, one part per
                                                            reference (`image[]`, `image-N.png`)
 
+An edit's references are streamed into the request from the gateway's store while aiohttp
+writes it (`providers.reference_part`): one chunk in memory at a time, their lengths announced
+(the request has a Content-Length), so 16 references of 20 MiB cost no more than one small one.
+
 What is sent depends on the upstream model's family (its name; unknown names are taken as
 gpt-image, the shape OpenAI-compatible servers copy):
 
@@ -46,6 +50,7 @@ from providers.errors import ProviderError, UpstreamRejectedRequest
 from providers.http import MAX_MEDIA_BYTES, TRANSPORT_ERRORS, read_body, transport_error
 from providers.openai.errors import error_event
 from providers.openai.options import Options
+from providers.reference_part import ReferencePart, source_error
 from providers.status import error_for_response, message_from_error
 
 __all__ = ["OpenAIImages", "image_dimensions", "image_size"]
@@ -182,8 +187,8 @@ def _error(status: int, raw: bytes, headers: Mapping[str, str]) -> ProviderError
     return error
 
 
-def _references(family: _Family, references: list[MediaInput]) -> list[tuple[str, str, bytes]]:
-    """(filename, mime type, bytes) per reference; UpstreamRejectedRequest before any call."""
+def _references(family: _Family, references: list[MediaInput]) -> list[tuple[str, str, MediaInput]]:
+    """(filename, mime type, reference) per reference; UpstreamRejectedRequest before any call."""
     if family.edit_field is None:
         raise UpstreamRejectedRequest(
             f"{family.name} models cannot edit images; use a gpt-image model for image_to_image"
@@ -201,7 +206,7 @@ def _references(family: _Family, references: list[MediaInput]) -> list[tuple[str
             raise UpstreamRejectedRequest(
                 f"reference image {number} is {mime}; the OpenAI Images API takes PNG, JPEG or WebP"
             )
-        files.append((f"image-{number}.{extension}", mime, reference.data))
+        files.append((f"image-{number}.{extension}", mime, reference))
     return files
 
 
@@ -257,18 +262,23 @@ class OpenAIImages:
         return fields
 
     async def _post(
-        self, family: _Family, fields: dict[str, Any], files: list[tuple[str, str, bytes]] | None
+        self,
+        family: _Family,
+        fields: dict[str, Any],
+        files: list[tuple[str, str, MediaInput]] | None,
     ) -> bytes:
         data: bytes | aiohttp.Payload
+        parts: list[ReferencePart] = []
         if files is None:
             url, data, headers = self._generations, msgspec.json.encode(fields), None
         else:
             form = aiohttp.FormData()
             for name, value in fields.items():
                 form.add_field(name, str(value))
-            for filename, mime, content in files:
+            for filename, mime, reference in files:
+                parts.append(ReferencePart(reference, mime))
                 form.add_field(
-                    family.edit_field or "image", content, filename=filename, content_type=mime
+                    family.edit_field or "image", parts[-1], filename=filename, content_type=mime
                 )
             url, data = self._edits, form()
             headers = {"Content-Type": data.content_type}  # over the session's JSON default
@@ -278,6 +288,9 @@ class OpenAIImages:
             ) as response:
                 raw = await read_body(response, MAX_MEDIA_BYTES)
         except TRANSPORT_ERRORS as exc:
+            source = source_error(parts)
+            if source is not None:  # reading a reference failed, not the upstream
+                raise source from exc
             raise transport_error(exc) from exc
         if not 200 <= response.status < 300:
             raise _error(response.status, raw, response.headers)

@@ -3,7 +3,8 @@
 Steps of `generate_music` and their checkpoints:
 
     checks              lyrics, model_options, model name: refused before anything is sent
-    "starting"    2 %   then the reference is inlined (data URL) or uploaded (`POST /files`)
+    "starting"    2 %   then the reference is inlined (data URL, up to
+                        `inline_reference_max_bytes`) or streamed up (`POST /files`)
     create              `POST /predictions` (by version) or `/models/{owner}/{name}/predictions`
     "queued"      5 %   every poll while the prediction is `starting` (waiting for a worker)
     "generating" 10-90  every poll while `processing`, from the model's tqdm percentage
@@ -43,6 +44,7 @@ from providers.http import (
     read_body,
     transport_error,
 )
+from providers.reference_part import ReferencePart, source_error
 from providers.replicate.audio import probe_audio
 from providers.replicate.options import Options
 from providers.replicate.translate import (
@@ -134,18 +136,25 @@ class ReplicateProvider:
         await self._session.close()
 
     async def _reference(self, reference: MediaInput) -> str:
-        """A URL the prediction can read the reference from: inline, or uploaded first."""
-        if not reference.data:
+        """A URL the prediction can read the reference from: inline (read whole, which only
+        a file up to `inline_reference_max_bytes` is), or streamed up to the Files API."""
+        if not reference.size_bytes:
             raise UpstreamRejectedRequest("reference audio is empty")
         mime = reference.mime_type.split(";")[0].strip().lower() or "application/octet-stream"
-        if len(reference.data) <= self._options.inline_reference_max_bytes:
-            return f"data:{mime};base64,{base64.b64encode(reference.data).decode('ascii')}"
+        if reference.size_bytes <= self._options.inline_reference_max_bytes:
+            data = await reference.read()
+            return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
         form = aiohttp.FormData()
         extension = mime.rpartition("/")[2].removeprefix("x-") or "bin"
-        form.add_field(
-            "content", reference.data, filename=f"reference.{extension}", content_type=mime
-        )
-        raw = await self._call("POST", self._options.url("/files"), form)
+        part = ReferencePart(reference, mime)
+        form.add_field("content", part, filename=f"reference.{extension}", content_type=mime)
+        try:
+            raw = await self._call("POST", self._options.url("/files"), form)
+        except ProviderError as exc:
+            source = source_error([part])
+            if source is not None:  # reading the reference failed, not the upstream
+                raise source from exc
+            raise
         return decode(raw, UploadedFile, "file upload answer").urls.get
 
     async def _wait(self, prediction: Prediction, control: TaskControl) -> Prediction:

@@ -10,6 +10,10 @@ always gives the same images. For image_to_image, image i is reference i mod cou
 fill the size) blended at 60 % over its pattern. A reference Pillow cannot open raises
 UpstreamRejectedRequest before the task starts. `request.options` is accepted and ignored.
 
+References are read and decoded one at a time and dropped once shrunk, keeping only the (at
+most `n`) ones the images use: a task holds one reference file (at most the gateway's cap),
+its decoded pixels and at most 4 small copies, however many references it has.
+
 Steps (`providers.simulator.progress`): "starting", one "generating" per requested image,
 "encoding"; the task takes `task_seconds` in all. Pillow work runs in a worker thread (Pillow
 releases the GIL), so the event loop keeps serving while a picture is drawn.
@@ -66,9 +70,7 @@ async def generate_images(
     """One image task; `unlucky` (drawn from `failure_rate`) fails it like fail=503."""
     directives, prompt = parse_media_directives(request.prompt, images=True)
     long_side = _validate(request)
-    references: list[_Reference] = []
-    if request.references:
-        references = await asyncio.to_thread(_open_references, request.references, long_side)
+    references = await _open_references(request.references, request.n, long_side)
     size = _size(request.aspect_ratio, long_side, references[0][0] if references else None)
     count = request.n if directives.images is None else min(directives.images, request.n)
     seconds = options.task_seconds if directives.task_ms is None else directives.task_ms / 1000
@@ -85,7 +87,8 @@ async def generate_images(
     for index in range(request.n):
         await progress.step("generating", f"image {index + 1} of {request.n}")
         if index < count:  # the others are "filtered out" by the upstream, as real ones do
-            reference = references[index % len(references)][1] if references else None
+            # `references` holds the first n; image i takes reference i mod their count
+            reference = references[index % len(request.references)][1] if references else None
             pictures.append(await asyncio.to_thread(_render, prompt, index, size, reference))
     await progress.step("encoding", f"{len(pictures)} PNG image(s)")
     blobs = await asyncio.to_thread(lambda: [_png(picture) for picture in pictures])
@@ -125,24 +128,39 @@ def _size(aspect_ratio: str, long_side: int, reference: tuple[int, int] | None) 
     return max(1, round(long_side * wide / high)), long_side
 
 
-def _open_references(references: list[MediaInput], long_side: int) -> list[_Reference]:
-    """Each reference decoded upright in RGB and shrunk to fit `long_side` (bounds memory)."""
+async def _open_references(
+    references: list[MediaInput], n: int, long_side: int
+) -> list[_Reference]:
+    """The references images 1..n blend in (the first `n`: image i takes reference i mod
+    count), each decoded upright in RGB and shrunk to fit `long_side`. Every reference is
+    read and decoded, so one Pillow cannot open is refused, but one at a time and the rest
+    dropped: memory holds one file and at most `n` small copies, however many there are."""
     opened: list[_Reference] = []
     for number, reference in enumerate(references, 1):
+        # Only the BytesIO holds the bytes, and `_decode` closes it: the thread pool may keep
+        # a finished call's arguments a moment longer, and they must not keep the file alive.
+        file = io.BytesIO(await reference.read())
+        decoded = await asyncio.to_thread(_decode, number, reference, file, long_side)
+        if len(opened) < n:
+            opened.append(decoded)
+    return opened
+
+
+def _decode(number: int, reference: MediaInput, file: io.BytesIO, long_side: int) -> _Reference:
+    with file:
         try:
-            source = Image.open(io.BytesIO(reference.data))
+            source = Image.open(file)
             source.draft("RGB", (long_side, long_side))  # JPEG: decode at a reduced scale
             image = ImageOps.exif_transpose(source).convert("RGB")
         except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
             raise UpstreamRejectedRequest(
-                f"reference image {number} ({reference.mime_type}, {len(reference.data)} bytes)"
+                f"reference image {number} ({reference.mime_type}, {reference.size_bytes} bytes)"
                 f" is not an image the upstream can read: {exc}",
                 upstream_status=400,
             ) from exc
-        upright = image.size
-        image.thumbnail((long_side, long_side))
-        opened.append((upright, image))
-    return opened
+    upright = image.size
+    image.thumbnail((long_side, long_side))
+    return upright, image
 
 
 def _render(

@@ -10,7 +10,8 @@ Clips per task: `music_clips[model]` (default option: two for "alpha-5.5"), else
 a WAV (audio/wav, audio/x-wav, audio/wave, audio/vnd.wave) the stdlib `wave` module reads; a
 WAV it cannot read, or an empty reference, raises UpstreamRejectedRequest. Other audio types
 cannot be decoded offline, so they only seed the melody and the clip lasts `clip_seconds`.
-The reference is not mixed in. Titles: the request's title, else the prompt's first words;
+The reference is read once (at most the gateway's audio cap) and dropped before the clips are
+made; it is not mixed in. Titles: the request's title, else the prompt's first words;
 later clips add " (take N)". `request.options` is accepted and ignored; lyrics together with
 `instrumental` are rejected, as the public API forbids them.
 
@@ -31,7 +32,7 @@ from hashlib import shake_256
 
 import msgspec
 
-from providers.base import GeneratedClip, MediaInput, MusicRequest, MusicResult, TaskControl
+from providers.base import GeneratedClip, MusicRequest, MusicResult, TaskControl
 from providers.errors import UpstreamRejectedRequest, UpstreamUnavailable
 from providers.simulator.directives import failure_for, parse_media_directives
 from providers.simulator.options import Options
@@ -61,8 +62,12 @@ async def generate_music(
         )
     seconds = options.clip_seconds
     reference = request.reference_audio
+    reference_digest = None
     if reference is not None:
-        seconds = _reference_seconds(reference) or seconds
+        data = await reference.read()  # the one reference, at most the gateway's audio cap
+        seconds = _reference_seconds(reference.mime_type, data) or seconds
+        reference_digest = shake_256(data).hexdigest(16)
+        del data
     frames = round(seconds * SAMPLE_RATE)
     clips = options.music_clips.get(request.model, 1)
     task_seconds = options.task_seconds
@@ -83,7 +88,7 @@ async def generate_music(
             prompt,
             request.lyrics,
             request.instrumental,
-            shake_256(reference.data).hexdigest(16) if reference is not None else None,
+            reference_digest,
         ]
     )
     melodies: list[bytes] = []
@@ -108,18 +113,18 @@ async def generate_music(
     )
 
 
-def _reference_seconds(reference: MediaInput) -> float | None:
+def _reference_seconds(mime_type: str, data: bytes) -> float | None:
     """The clip length a WAV reference asks for; None for audio that cannot be read offline."""
-    if not reference.data:
+    if not data:
         raise UpstreamRejectedRequest("reference audio is empty", upstream_status=400)
-    if reference.mime_type.split(";")[0].strip().lower() not in _WAV_TYPES:
+    if mime_type.split(";")[0].strip().lower() not in _WAV_TYPES:
         return None
     try:
-        with wave.open(io.BytesIO(reference.data), "rb") as source:
+        with wave.open(io.BytesIO(data), "rb") as source:
             length = source.getnframes() / source.getframerate()
     except (wave.Error, EOFError, ZeroDivisionError) as exc:
         raise UpstreamRejectedRequest(
-            f"reference audio ({reference.mime_type}, {len(reference.data)} bytes) is not a"
+            f"reference audio ({mime_type}, {len(data)} bytes) is not a"
             f" WAV file the upstream can read: {str(exc) or type(exc).__name__}",
             upstream_status=400,
         ) from exc

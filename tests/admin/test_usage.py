@@ -15,7 +15,7 @@ from gateway.admin.usage import TimeRange, parse_range, usage
 from gateway.errors import ValidationFailed
 from gateway.store.base import RateLimits, TaskCreate
 from gateway.store.sqlite import SqliteStore
-from tests.store.support import admission, settlement
+from tests.store.support import admission, create_confirmed, settlement
 
 
 def _ts(text: str) -> float:
@@ -59,7 +59,8 @@ def test_a_long_ledger_is_read_in_pages_and_old_task_entries_find_their_model(
                 adm = admission(f"c{i}", hold=10)
                 await store.admit(adm)
                 await store.settle(settlement(adm, charge=2, model="sim-chat-1"))
-            await store.create_task(
+            await create_confirmed(
+                store,
                 TaskCreate(
                     task_id="task_old",
                     tenant="t1",
@@ -72,7 +73,7 @@ def test_a_long_ledger_is_read_in_pages_and_old_task_entries_find_their_model(
                     price_units=800_000,
                     input={"prompt": "a tune"},
                     metadata={},
-                )
+                ),
             )
             # As a ledger written before entries named their model would have it.
             with sqlite3.connect(path) as conn:

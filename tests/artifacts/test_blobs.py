@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from gateway.artifacts import blobs
 from gateway.artifacts.blobs import BlobInfo, LocalBlobStore, check_key
 from gateway.artifacts.errors import BlobNotFound
 from gateway.errors import PayloadTooLarge
@@ -176,6 +177,42 @@ def test_missing_blob_and_read_all_cap(run: Run, tmp_path: Path) -> None:
     assert run(store.read_all("t/small", 10)) == b"0123456789"
     with pytest.raises(PayloadTooLarge):
         run(store.read_all("t/small", 9))
+
+
+def test_read_range_reads_only_the_range(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = LocalBlobStore(tmp_path, read_chunk_bytes=1000)
+    data = os.urandom(10_000)
+    run(store.write_bytes("t/blob", data))
+    read_from_disk: list[int] = []
+    open_at = blobs._open_at
+
+    def counting_open_at(path: Path, offset: int) -> Any:
+        file = open_at(path, offset)
+        read = file.read
+
+        def counted(size: int = -1) -> bytes:
+            chunk = read(size)
+            read_from_disk.append(len(chunk))
+            return chunk
+
+        file.read = counted  # type: ignore[method-assign]
+        return file
+
+    monkeypatch.setattr(blobs, "_open_at", counting_open_at)
+
+    async def chunks(start: int, stop: int) -> list[bytes]:
+        return [chunk async for chunk in await store.read_range("t/blob", start, stop)]
+
+    middle = run(chunks(2500, 5600))
+    assert [len(c) for c in middle] == [1000, 1000, 1000, 100]
+    assert b"".join(middle) == data[2500:5600]
+    assert sum(read_from_disk) == 3100  # seeked to the start, stopped at the end
+    assert b"".join(run(chunks(9990, 10_000))) == data[9990:]
+    assert b"".join(run(chunks(0, 1))) == data[:1]
+    with pytest.raises(BlobNotFound):
+        run(store.read_range("t/none", 0, 1))
 
 
 @pytest.mark.parametrize(

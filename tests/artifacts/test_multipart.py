@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -198,10 +199,38 @@ def test_body_cap(run: Run) -> None:
         ('a"b<c>|d?.png', "abcd.png"),
         ("bad\x00name\r\n.wav", "badname.wav"),
         ("r\u00e9sum\u00e9.png", "r\u00e9sum\u00e9.png"),
+        # Bidi overrides and isolates, zero-width and other format characters (Cf), C1
+        # controls, line separators: invisible, or showing a name other than the real one.
+        ("invoice\u202egnp.exe", "invoicegnp.exe"),
+        ("a\u202db\u2066c\u2067d\u2068e\u2069f\u200e\u200f.png", "abcdef.png"),
+        ("\ufeffzero\u200bwidth\u200c\u200d\u2060.wav", "zerowidth.wav"),
+        ("soft\u00adhyphen\u061c.png", "softhyphen.png"),
+        ("c1\u0085\u009b.png", "c1.png"),
+        ("line\u2028para\u2029.png", "linepara.png"),
+        ("\u202e.png", "png"),
+        ("\u202e", "upload"),
+        ("\u05e9\u05dc\u05d5\u05dd.png", "\u05e9\u05dc\u05d5\u05dd.png"),  # RTL letters stay
     ],
 )
 def test_sanitize_filename(raw: str, clean: str) -> None:
     assert sanitize_filename(raw) == clean
+
+
+def test_no_format_or_control_character_survives() -> None:
+    invisible = {"Cc", "Cf", "Cs", "Zl", "Zp"}
+    survivors = [
+        f"U+{code:04X}"
+        for code in range(0x110000)
+        if unicodedata.category(chr(code)) in invisible
+        and chr(code) in sanitize_filename(f"a{chr(code)}b.png")
+    ]
+    assert survivors == []
+
+
+def test_an_uploaded_name_is_stored_without_a_bidi_override(run: Run) -> None:
+    body = _body(_part("file", PNG, filename="cat\u202egnp.exe", ctype="image/png"))
+    upload = run(open_upload(CONTENT_TYPE, _chunks(body, 7)))
+    assert upload.filename == "catgnp.exe"
 
 
 def test_long_filenames_keep_their_extension() -> None:

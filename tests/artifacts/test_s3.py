@@ -231,6 +231,35 @@ def test_missing_blob_and_read_all_cap(run: Run, s3: S3Server, bucket: str) -> N
     run(scenario())
 
 
+def test_read_range_is_one_ranged_get(run: Run, s3: S3Server, bucket: str) -> None:
+    data = os.urandom(10_000)
+
+    async def scenario() -> None:
+        async with _opened(s3.endpoint, bucket, read_chunk_bytes=1000) as store:
+            await store.write_bytes("t/blob", data)
+            client: Any = store._client
+            get_object = client.get_object
+            answered: list[tuple[str | None, int]] = []
+
+            async def spied(**params: Any) -> dict[str, Any]:
+                response: dict[str, Any] = await get_object(**params)
+                answered.append((params.get("Range"), int(response["ContentLength"])))
+                return response
+
+            client.get_object = spied
+            middle = [chunk async for chunk in await store.read_range("t/blob", 2500, 5600)]
+            assert b"".join(middle) == data[2500:5600]
+            assert [len(c) for c in middle] == [1000, 1000, 1000, 100]
+            tail = [chunk async for chunk in await store.read_range("t/blob", 9999, 10_000)]
+            assert tail == [data[9999:]]
+            # S3 sent only the range: the object's other bytes never crossed the wire.
+            assert answered == [("bytes=2500-5599", 3100), ("bytes=9999-9999", 1)]
+            with pytest.raises(BlobNotFound):
+                await store.read_range("t/none", 0, 1)
+
+    run(scenario())
+
+
 @pytest.mark.parametrize("key", ["", "../x", "a//b", ".hidden", "a/x.tmp", "a b"])
 def test_unsafe_keys_are_refused(run: Run, s3: S3Server, bucket: str, key: str) -> None:
     async def scenario() -> None:

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from gateway.artifacts import LocalBlobStore, ReferenceFetcher, UrlSigner
-from gateway.artifacts.service import STALE_TEMP_SECONDS, ArtifactService
+from gateway.artifacts.service import REFERENCE_MAX_BYTES, STALE_TEMP_SECONDS, ArtifactService
 from gateway.errors import NotFound, UnsupportedMediaType, ValidationFailed
+from gateway.store.base import ArtifactRecord
 from gateway.store.sqlite import SqliteStore
 from tests.artifacts.conftest import Run
 from tests.artifacts.media import PNG, WAV, sample
@@ -130,7 +131,7 @@ def test_signed_links_open_outputs_until_they_expire(tmp_path: Path, run: Run) -
         expires, signature = int(query["expires"]), query["signature"]
         opened = await service.get_signed(record.artifact_id, expires, signature)
         assert opened.task_id == "task_1"
-        assert await service.read_bytes(opened) == sample(PNG, 300)
+        assert b"".join([c async for c in await service.content(opened)]) == sample(PNG, 300)
         with pytest.raises(NotFound):
             await service.get_signed(record.artifact_id, expires + 1, signature)
         clock.now = expires + 1
@@ -156,6 +157,50 @@ def test_references_by_artifact_must_be_the_tenants_and_the_right_kind(
         assert other_tenant.value.details[0].field == "image.artifact_id"
         with pytest.raises(ValidationFailed, match="audio"):
             await service.ingest("t1", ref, field="reference_audio", kind="audio")
+        await store.close()
+
+    run(scenario())
+
+
+@pytest.mark.parametrize(("kind", "mime_type"), [("image", "image/png"), ("audio", "audio/wav")])
+def test_an_artifact_reference_over_its_kinds_cap_is_refused_naming_the_field(
+    tmp_path: Path, run: Run, kind: str, mime_type: str
+) -> None:
+    """An upload may be 100 MiB; as a reference it obeys the same cap as a URL or data URI,
+    judged by its recorded size, so nothing is read to refuse it."""
+    clock = Clock()
+    service, store, _ = _service(tmp_path, clock)
+    cap = REFERENCE_MAX_BYTES[kind]
+
+    def record(artifact_id: str, size: int) -> ArtifactRecord:
+        return ArtifactRecord(
+            artifact_id=artifact_id,
+            tenant="t1",
+            kind="upload",
+            filename=f"{artifact_id}.bin",
+            mime_type=mime_type,
+            size_bytes=size,
+            sha256="0" * 64,
+            blob_key=f"t1/{artifact_id}",
+            created_at=clock.now,
+            expires_at=clock.now + 3600,
+        )
+
+    async def scenario() -> None:
+        await store.open()
+        at_cap, over = record("art_atcap", cap), record("art_over", cap + 1)
+        for each in (at_cap, over):
+            await store.create_artifact(each)
+        ref = {"type": "artifact", "artifact_id": at_cap.artifact_id}
+        assert await service.ingest("t1", ref, field="extra_images[2]", kind=kind) == at_cap
+        ref = {"type": "artifact", "artifact_id": over.artifact_id}
+        with pytest.raises(ValidationFailed) as refused:
+            await service.ingest("t1", ref, field="extra_images[3]", kind=kind)
+        assert refused.value.status_code == 422
+        assert refused.value.code == "validation_error"
+        [detail] = refused.value.details
+        assert detail.field == "extra_images[3].artifact_id"
+        assert f"limit of {cap} bytes" in detail.message
         await store.close()
 
     run(scenario())

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from gateway.store.base import RateLimits, TaskCreate
 from gateway.store.sqlite import SqliteStore
-from tests.store.support import admission, settlement
+from tests.store.support import admission, create_confirmed, settlement
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -148,7 +148,8 @@ def _spend(data_dir: Path) -> None:
                 adm = admission(call_id, tenant="default", hold=1000)
                 await store.admit(adm)
                 await store.settle(settlement(adm, charge=1500, model="sim-chat-1"))
-            await store.create_task(
+            await create_confirmed(
+                store,
                 TaskCreate(
                     task_id="task_1",
                     tenant="default",
@@ -161,7 +162,7 @@ def _spend(data_dir: Path) -> None:
                     price_units=500_000,
                     input={"prompt": "a fox"},
                     metadata={},
-                )
+                ),
             )
             await store.request_cancel("default", "task_1")
         finally:

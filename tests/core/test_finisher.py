@@ -1,4 +1,5 @@
-"""`CallFinisher`: settlements and releases that the store did not take are kept and retried.
+"""`CallFinisher`: settlements, releases and task create steps that the store did not take are
+kept and retried.
 
 The store is a real SqliteStore behind a switch that makes it unavailable, as a stalled store
 is to the gateway (its steps raise StoreUnavailable); the end-to-end proof with a paused and a
@@ -13,33 +14,34 @@ from typing import Any
 
 from gateway.errors import StoreUnavailable
 from gateway.finisher import CallFinisher
-from gateway.store.base import Settlement
+from gateway.store.base import TaskAbandon, TaskConfirm, TaskCreateOutcome
 from gateway.store.sqlite import SqliteStore
 from tests.store.support import admission, release, settlement
+from tests.store.test_tasks import create
 
 
 class SwitchableStore:
     """A real store that can be made to fail its finishing steps, counting every attempt."""
+
+    _FINISHING = frozenset({"settle", "release", "confirm_task", "abandon_task"})
 
     def __init__(self, store: SqliteStore) -> None:
         self.store = store
         self.down = False
         self.attempts = 0
 
-    async def settle(self, s: Settlement) -> int:
-        self.attempts += 1
-        if self.down:
-            raise StoreUnavailable()
-        return await self.store.settle(s)
-
-    async def release(self, r: Any) -> None:
-        self.attempts += 1
-        if self.down:
-            raise StoreUnavailable()
-        await self.store.release(r)
-
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)
+        target = getattr(self.store, name)
+        if name not in self._FINISHING:
+            return target
+
+        async def step(*args: Any) -> Any:
+            self.attempts += 1
+            if self.down:
+                raise StoreUnavailable()
+            return await target(*args)
+
+        return step
 
 
 async def _open(tmp_path: Path) -> tuple[SwitchableStore, SqliteStore]:
@@ -144,6 +146,39 @@ def test_a_cancelled_settlement_is_kept(tmp_path: Path) -> None:
         flaky.down = False
         assert await finisher.retry_pending() is True
         assert (await store.wallet("t1")).balance_units == 99_700
+        await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_task_create_steps_the_store_did_not_take_are_applied_once_it_is_back(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        flaky, store = await _open(tmp_path)
+        finisher = CallFinisher(flaky, retry_min=0.01, retry_max=0.02)  # type: ignore[arg-type]
+        finisher.start()
+        await store.create_task(create("task_kept", price=300))
+        await store.create_task(create("task_gone", price=200))
+        flaky.down = True
+        assert await finisher.confirm(TaskConfirm(tenant="t1", task_id="task_kept")) is None
+        finisher.abandon(TaskAbandon(tenant="t1", task_id="task_gone"))
+        finisher.abandon(TaskAbandon(tenant="t1", task_id="task_late"))  # its create: later
+        assert finisher.pending == 3
+        assert (await store.wallet("t1")).held_units == 500
+        flaky.down = False
+        for _ in range(100):
+            if finisher.pending == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert finisher.pending == 0
+        wallet = await store.wallet("t1")
+        assert (wallet.balance_units, wallet.held_units) == (99_700, 0)
+        assert await store.get_task("t1", "task_gone") is None
+        assert await store.task_queue_depth() == 1
+        late = await store.create_task(create("task_late", price=100))
+        assert late.outcome is TaskCreateOutcome.ABANDONED
+        await finisher.close()
         await store.close()
 
     asyncio.run(scenario())

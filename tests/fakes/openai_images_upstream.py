@@ -12,6 +12,8 @@ real images (Pillow, solid colours) in `data[].b64_json`, `n` of them at the req
         await fake.wait_for_disconnects(1)
 
 Scripted replies are used in order, one per request; with none left, the default answer.
+File parts are read in chunks and recorded by size and SHA-256; their bytes are kept only up
+to `keep_part_bytes` (larger parts have `data == b""`), so a test may send hundreds of MiB.
 For a gateway in another process: `await fake.start()` in a thread's loop (see the e2e tests).
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import io
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -81,7 +84,10 @@ class Part:
     name: str
     filename: str
     content_type: str
-    data: bytes
+    data: bytes  # b"" when the part was over `keep_part_bytes`
+    size: int
+    sha256: str
+    headers: dict[str, str]  # the part's own headers, lower-case names
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,7 @@ class FakeOpenAIImages(FakeServer[ImagesRequest, ImageReply]):
 
     client_max_size = 64 * 1024 * 1024
     thread_name = "fake-openai-images"
+    keep_part_bytes = 8 * 1024 * 1024
 
     def __init__(self) -> None:
         super().__init__()
@@ -127,14 +134,31 @@ class FakeOpenAIImages(FakeServer[ImagesRequest, ImageReply]):
         reader = await request.multipart()
         while (part := await reader.next()) is not None:
             assert isinstance(part, aiohttp.BodyPartReader)
-            data = bytes(await part.read())
             if part.filename is None:
-                fields[part.name or ""] = data.decode()
-            else:
-                content_type = part.headers.get("Content-Type", "")
-                files.append(Part(part.name or "", part.filename, content_type, data))
+                fields[part.name or ""] = bytes(await part.read()).decode()
+                continue
+            files.append(await self._file(part))
         self.requests.append(ImagesRequest(request.path, _headers(request), None, fields, files))
         return await self._answer(fields)
+
+    async def _file(self, part: aiohttp.BodyPartReader) -> Part:
+        digest = hashlib.sha256()
+        kept = bytearray()
+        size = 0
+        while chunk := await part.read_chunk(1024 * 1024):
+            digest.update(chunk)
+            size += len(chunk)
+            if size <= self.keep_part_bytes:
+                kept += chunk
+        return Part(
+            part.name or "",
+            part.filename or "",
+            part.headers.get("Content-Type", ""),
+            bytes(kept) if size <= self.keep_part_bytes else b"",
+            size,
+            digest.hexdigest(),
+            {name.lower(): value for name, value in part.headers.items()},
+        )
 
     async def _answer(self, params: Mapping[str, Any]) -> web.Response:
         reply = self._script.popleft() if self._script else ImageReply()

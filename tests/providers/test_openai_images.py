@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
+import tracemalloc
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
@@ -13,7 +14,13 @@ from typing import Any
 import msgspec
 import pytest
 
-from providers.base import ChatProvider, ImageProvider, ImageRequest, MediaInput
+from providers.base import (
+    ChatProvider,
+    ImageProvider,
+    ImageRequest,
+    MediaInput,
+    ReferenceSizeMismatch,
+)
 from providers.errors import (
     ProviderError,
     TaskCanceled,
@@ -27,6 +34,7 @@ from providers.openai.images import image_dimensions, image_size
 from providers.openai.options import ImageQuality
 from providers.registry import serves, spec_for
 from tests.fakes.openai_images_upstream import FakeOpenAIImages, ImageReply, image_bytes
+from tests.providers.references import ReferenceSource, SourceBroke
 
 
 def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -275,9 +283,9 @@ def test_fewer_images_than_asked_are_returned() -> None:
 
 def test_edits_send_every_reference_as_an_image_part() -> None:
     references = [
-        MediaInput(data=PNG_A, mime_type="image/png"),
-        MediaInput(data=JPEG_B, mime_type="image/jpeg"),
-        MediaInput(data=WEBP_C, mime_type="image/webp; charset=binary"),
+        MediaInput.of_bytes(PNG_A, "image/png"),
+        MediaInput.of_bytes(JPEG_B, "image/jpeg"),
+        MediaInput.of_bytes(WEBP_C, "image/webp; charset=binary"),
     ]
 
     async def test() -> None:
@@ -312,7 +320,7 @@ def test_edits_send_every_reference_as_an_image_part() -> None:
 def test_dall_e_2_edits_take_one_image_part() -> None:
     async def test() -> None:
         async with upstream() as (fake, provider):
-            references = [MediaInput(data=PNG_A, mime_type="image/png")]
+            references = [MediaInput.of_bytes(PNG_A, "image/png")]
             await provider.generate_images(
                 request(model="dall-e-2", references=references), Control()
             )
@@ -339,12 +347,68 @@ def test_edits_the_api_cannot_take_are_refused_before_any_call(
 ) -> None:
     async def test() -> None:
         async with upstream() as (fake, provider):
-            inputs = [MediaInput(data=data, mime_type=mime) for mime, data in references]
+            inputs = [MediaInput.of_bytes(data, mime) for mime, data in references]
             control = Control()
             with pytest.raises(UpstreamRejectedRequest, match=match):
                 await provider.generate_images(request(model=model, references=inputs), control)
             assert fake.requests == []
             assert control.calls == []
+
+    run(test)
+
+
+def test_edits_stream_sixteen_large_references_whole_one_at_a_time() -> None:
+    """16 references of 2 MiB reach the upstream whole while the adapter holds about a chunk:
+    traced memory peaks far below the 32 MiB that reading them first would take (a count
+    of allocations, not a timing). Their lengths are known, so the request is not chunked."""
+    size, count = 2 * 1024 * 1024, 16
+    source = ReferenceSource()
+    head = image_bytes(8, 8, (1, 2, 3))
+    references = [source.reference(i, size, "image/png", head) for i in range(count)]
+
+    async def test() -> None:
+        async with upstream() as (fake, provider):
+            fake.keep_part_bytes = 0  # the fake keeps digests only, so memory is the adapter's
+            fake.enqueue(ImageReply(size=(16, 16)))
+            assert source.opened == 0  # a MediaInput holds no bytes until it is read
+            tracemalloc.start()
+            try:
+                await provider.generate_images(request(references=references), Control())
+                _, peak = tracemalloc.get_traced_memory()
+            finally:
+                tracemalloc.stop()
+            (sent,) = fake.requests
+            assert [(f.filename, f.size) for f in sent.files] == [
+                (f"image-{i + 1}.png", size) for i in range(count)
+            ]
+            assert [f.sha256 for f in sent.files] == [
+                source.digest(i, size, head) for i in range(count)
+            ]
+            assert int(sent.headers["content-length"]) > count * size
+            assert "transfer-encoding" not in sent.headers
+            assert (source.opened, source.most_reading) == (count, 1)
+            assert peak < 8 * 1024 * 1024, f"traced memory peaked at {peak / 2**20:.1f} MiB"
+
+    run(test)
+
+
+def test_a_reference_that_cannot_be_read_fails_with_its_own_error() -> None:
+    """The store failing mid-upload is not the upstream's fault: its error comes out as it
+    was (aiohttp alone would report a broken connection), and so does a short stream."""
+    source = ReferenceSource()
+    source.fail_after = 300_000
+    broken = [source.reference(0, 1024 * 1024, "image/png")]
+    short = MediaInput(
+        mime_type="image/png", size_bytes=len(PNG_A) + 10, open=MediaInput.of_bytes(PNG_A, "").open
+    )
+
+    async def test() -> None:
+        async with upstream() as (fake, provider):
+            with pytest.raises(SourceBroke, match="broke after"):
+                await provider.generate_images(request(references=broken), Control())
+            with pytest.raises(ReferenceSizeMismatch, match=f"{len(PNG_A)} of"):
+                await provider.generate_images(request(references=[short]), Control())
+            assert fake.requests == []  # neither body arrived whole
 
     run(test)
 

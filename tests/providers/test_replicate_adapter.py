@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import struct
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
@@ -33,6 +34,7 @@ from tests.fakes.replicate_upstream import (
     mp3_bytes,
     sine_wav,
 )
+from tests.providers.references import ReferenceSource, SourceBroke
 
 VERSION = "671ac645ce5e552cc63a54a2bbff63fcf798043055d2dac5fc9e36a837eedcfb"
 MODEL = f"meta/musicgen:{VERSION}"
@@ -216,7 +218,7 @@ def test_a_small_reference_goes_inline_as_a_data_url() -> None:
     async def test() -> None:
         async with upstream() as (fake, provider):
             await provider.generate_music(
-                request(reference_audio=MediaInput(data=reference, mime_type="audio/wav")),
+                request(reference_audio=MediaInput.of_bytes(reference, "audio/wav")),
                 Control(),
             )
             sent = fake.requests[0].json["input"]["input_audio"]
@@ -231,7 +233,7 @@ def test_a_large_reference_is_uploaded_first() -> None:
 
     async def test() -> None:
         async with upstream(inline_reference_max_bytes=1000) as (fake, provider):
-            audio = MediaInput(data=reference, mime_type="audio/x-wav")
+            audio = MediaInput.of_bytes(reference, "audio/x-wav")
             await provider.generate_music(request(reference_audio=audio), Control())
             upload, create_call = fake.requests[:2]
             assert (upload.method, upload.path) == ("POST", "/v1/files")
@@ -240,6 +242,55 @@ def test_a_large_reference_is_uploaded_first() -> None:
             assert upload.files == [("content", "reference.wav", "audio/x-wav", reference)]
             assert fake.uploads == {"file0001": reference}
             assert create_call.json["input"]["input_audio"] == f"{fake.base_url}/files/file0001"
+
+    run(test)
+
+
+def test_a_large_reference_is_streamed_up_and_a_small_one_read_once() -> None:
+    """Over `inline_reference_max_bytes` the reference goes up as a stream (a sized part, so
+    the upload has a Content-Length); under it, it is read once to inline it."""
+    size = 3 * 1024 * 1024
+    head = sine_wav(0.1)
+    source = ReferenceSource()
+
+    async def test() -> None:
+        async with upstream(inline_reference_max_bytes=1024 * 1024) as (fake, provider):
+            audio = source.reference(7, size, "audio/wav", head)
+            await provider.generate_music(request(reference_audio=audio), Control())
+            upload = fake.requests[0]
+            assert (upload.method, upload.path) == ("POST", "/v1/files")
+            assert int(upload.headers["content-length"]) > size
+            assert "transfer-encoding" not in upload.headers
+            [(name, filename, kind, data)] = upload.files
+            assert (name, filename, kind) == ("content", "reference.wav", "audio/wav")
+            assert len(data) == size
+            assert hashlib.sha256(data).hexdigest() == source.digest(7, size, head)
+            assert (source.opened, source.most_reading) == (1, 1)
+
+            small = source.reference(8, 1000, "audio/wav", head)
+            await provider.generate_music(request(reference_audio=small), Control())
+            create = [r for r in fake.requests if r.method == "POST" and r.json][-1]
+            inline = create.json["input"]["input_audio"]
+            assert inline.startswith("data:audio/wav;base64,")
+            sent = base64.b64decode(inline.split(",", 1)[1])
+            assert hashlib.sha256(sent).hexdigest() == source.digest(8, 1000, head)
+            assert source.opened == 2
+
+    run(test)
+
+
+def test_a_reference_that_cannot_be_read_fails_with_its_own_error() -> None:
+    """The store failing mid-upload is not Replicate's fault: its error comes out as it was,
+    and no prediction is created."""
+    source = ReferenceSource()
+    source.fail_after = 500_000
+
+    async def test() -> None:
+        async with upstream(inline_reference_max_bytes=1000) as (fake, provider):
+            audio = source.reference(1, 2 * 1024 * 1024, "audio/wav", sine_wav(0.1))
+            with pytest.raises(SourceBroke, match="broke after"):
+                await provider.generate_music(request(reference_audio=audio), Control())
+            assert [r.path for r in fake.requests if r.path.endswith("predictions")] == []
 
     run(test)
 
@@ -254,7 +305,7 @@ def test_a_large_reference_is_uploaded_first() -> None:
         ({"options": {"prompt": "x"}}, UpstreamRejectedRequest, "cannot set 'prompt'"),
         ({"options": {"input_audio": "x"}}, UpstreamRejectedRequest, "cannot set 'input_audio'"),
         (
-            {"reference_audio": MediaInput(data=b"", mime_type="audio/wav")},
+            {"reference_audio": MediaInput.of_bytes(b"", "audio/wav")},
             UpstreamRejectedRequest,
             "reference audio is empty",
         ),

@@ -6,6 +6,7 @@ import asyncio
 import io
 import itertools
 import time
+import tracemalloc
 import wave
 from array import array
 from collections.abc import Callable, Coroutine
@@ -34,6 +35,7 @@ from providers.errors import (
 )
 from providers.registry import serves, spec_for
 from providers.simulator import Options, create
+from tests.providers.references import ReferenceSource
 
 INSTANT = Options(task_seconds=0)
 
@@ -97,20 +99,28 @@ def music(
     return asyncio.run(create("sim", options).generate_music(request, control or Control()))
 
 
-def png(colour: tuple[int, int, int], size: tuple[int, int]) -> MediaInput:
+def png_data(colour: tuple[int, int, int], size: tuple[int, int]) -> bytes:
     buffer = io.BytesIO()
     Image.new("RGB", size, colour).save(buffer, format="PNG")
-    return MediaInput(data=buffer.getvalue(), mime_type="image/png")
+    return buffer.getvalue()
 
 
-def wav(seconds: float, rate: int = 8000) -> MediaInput:
+def png(colour: tuple[int, int, int], size: tuple[int, int]) -> MediaInput:
+    return MediaInput.of_bytes(png_data(colour, size), "image/png")
+
+
+def wav_data(seconds: float, rate: int = 8000) -> bytes:
     buffer = io.BytesIO()
     with wave.open(buffer, "wb") as out:
         out.setnchannels(1)
         out.setsampwidth(2)
         out.setframerate(rate)
         out.writeframes(b"\x10\x00" * round(seconds * rate))
-    return MediaInput(data=buffer.getvalue(), mime_type="audio/wav")
+    return buffer.getvalue()
+
+
+def wav(seconds: float, rate: int = 8000) -> MediaInput:
+    return MediaInput.of_bytes(wav_data(seconds, rate), "audio/wav")
 
 
 def opened(data: bytes) -> Image.Image:
@@ -243,10 +253,51 @@ def test_image_to_image_blends_reference_i_mod_count_into_image_i() -> None:
 
 def test_a_reference_pillow_cannot_open_is_rejected_before_starting() -> None:
     control = Control()
-    broken = MediaInput(data=b"\x89PNG not really", mime_type="image/png")
+    broken = MediaInput.of_bytes(b"\x89PNG not really", "image/png")
     with pytest.raises(UpstreamRejectedRequest, match=r"reference image 2 \(image/png"):
         images(references=[png((1, 2, 3), (8, 8)), broken], control=control)
     assert control.checkpoints == []
+
+
+def test_sixteen_large_references_are_read_one_at_a_time_and_all_checked() -> None:
+    """16 references of 4 MiB (a PNG, then bytes Pillow never reads): each is read and decoded
+    in turn and dropped unless an image uses it, so traced memory peaks near one file, not
+    the 64 MiB of all of them (a count of allocations, not a timing). A bad last one still
+    fails the task: every reference is checked."""
+    size, count = 4 * 1024 * 1024, 16
+    colours = [(16 * i, 255 - 16 * i, 90) for i in range(count)]
+    heads = [png_data(colour, (64, 48)) for colour in colours]
+    plain = images(n=2).images
+
+    async def scenario(source: ReferenceSource, heads: list[bytes]) -> ImageResult:
+        references = [source.reference(i, size, "image/png", head) for i, head in enumerate(heads)]
+        request = ImageRequest(
+            model="image-model-2",
+            prompt="a lighthouse at dusk",
+            n=2,
+            quality="standard",
+            aspect_ratio="1:1",
+            references=references,
+        )
+        return await create("sim", INSTANT).generate_images(request, Control())
+
+    source = ReferenceSource()
+    tracemalloc.start()
+    try:
+        made = asyncio.run(scenario(source, heads)).images
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (source.opened, source.most_reading) == (count, 1)
+    assert peak < 2 * size, f"traced memory peaked at {peak / 2**20:.1f} MiB"
+    for index in range(2):  # image i blends reference i; the other 14 were only checked
+        pattern = mean_rgb(plain[index].data)
+        expected = [0.4 * p + 0.6 * c for p, c in zip(pattern, colours[index], strict=True)]
+        assert mean_rgb(made[index].data) == pytest.approx(expected, abs=1.5)
+
+    broken = [*heads[:-1], b"\x89PNG not really"]
+    with pytest.raises(UpstreamRejectedRequest, match=r"reference image 16 \(image/png"):
+        asyncio.run(scenario(ReferenceSource(), broken))
 
 
 @pytest.mark.parametrize(
@@ -313,18 +364,26 @@ def test_music_is_deterministic_and_follows_lyrics_and_instrumental() -> None:
         music(lyrics="la la", instrumental=True)
 
 
+def test_reference_audio_is_read_once() -> None:
+    source = ReferenceSource()
+    data = wav_data(2.5)
+    reference = source.reference(0, len(data), "audio/wav", data)
+    assert music(reference_audio=reference).clips[0].duration_seconds == 2.5
+    assert (source.opened, source.most_reading) == (1, 1)
+
+
 def test_reference_audio_sets_the_length_when_it_is_a_wav() -> None:
     assert music(reference_audio=wav(2.5)).clips[0].duration_seconds == 2.5
     assert music(reference_audio=wav(0.2)).clips[0].duration_seconds == 1.0
-    mp3 = MediaInput(data=b"ID3\x04 not decodable offline", mime_type="audio/mpeg")
+    mp3 = MediaInput.of_bytes(b"ID3\x04 not decodable offline", "audio/mpeg")
     [clip] = music(reference_audio=mp3).clips
     assert clip.duration_seconds == 4.0
     assert clip.data != music().clips[0].data  # the reference still seeds the melody
-    broken = MediaInput(data=b"RIFF....WAVEjunk", mime_type="audio/wav")
+    broken = MediaInput.of_bytes(b"RIFF....WAVEjunk", "audio/wav")
     with pytest.raises(UpstreamRejectedRequest, match="not a WAV file"):
         music(reference_audio=broken)
     with pytest.raises(UpstreamRejectedRequest, match="empty"):
-        music(reference_audio=MediaInput(data=b"", mime_type="audio/mpeg"))
+        music(reference_audio=MediaInput.of_bytes(b"", "audio/mpeg"))
 
 
 # --- directives, failures, progress and cancel ----------------------------------------------

@@ -1,9 +1,12 @@
-"""Builders for the contract tests: a call's admission, and the settlement or release after it."""
+"""Builders for the contract tests: a call's admission, and the settlement or release after it;
+a task created and confirmed, as the task service makes one."""
 
 from __future__ import annotations
 
 from collections.abc import Coroutine
 from typing import Any, Protocol, TypeVar
+
+import msgspec
 
 from gateway.store.base import (
     Admission,
@@ -12,10 +15,23 @@ from gateway.store.base import (
     RateLimits,
     Release,
     Settlement,
+    Store,
     StoredReply,
+    TaskConfirm,
+    TaskCreate,
+    TaskCreateOutcome,
+    TaskCreateResult,
 )
 
-__all__ = ["Run", "admission", "call", "claim", "release", "settlement"]
+__all__ = [
+    "Run",
+    "admission",
+    "call",
+    "claim",
+    "create_confirmed",
+    "release",
+    "settlement",
+]
 
 _T = TypeVar("_T")
 
@@ -104,3 +120,15 @@ def settlement(
 
 def release(adm: Admission) -> Release:
     return Release(call=adm.call)
+
+
+async def create_confirmed(store: Store, create: TaskCreate) -> TaskCreateResult:
+    """`create_task`, then `confirm_task` when it created: both steps of a create, as the task
+    service takes them (the result carries the confirmed task)."""
+    result = await store.create_task(create)
+    if result.outcome is TaskCreateOutcome.CREATED:
+        confirmed = await store.confirm_task(
+            TaskConfirm(tenant=create.tenant, task_id=create.task_id)
+        )
+        result = msgspec.structs.replace(result, task=confirmed)
+    return result

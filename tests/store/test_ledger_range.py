@@ -12,7 +12,7 @@ import time
 import pytest
 
 from gateway.store.base import LedgerEntry, RateLimits, Store, TaskCreate
-from tests.store.support import Run, admission, settlement
+from tests.store.support import Run, admission, create_confirmed, settlement
 
 
 def _grants(store: Store, run: Run, count: int, tenant: str = "t1") -> list[LedgerEntry]:
@@ -110,7 +110,8 @@ def test_charges_debits_and_refunds_carry_their_model(store: Store, run: Run) ->
     run(store.admit(adm))
     run(store.settle(settlement(adm, charge=120, model="sim-chat-1")))
     run(
-        store.create_task(
+        create_confirmed(
+            store,
             TaskCreate(
                 task_id="task_m",
                 tenant="t1",
@@ -123,7 +124,7 @@ def test_charges_debits_and_refunds_carry_their_model(store: Store, run: Run) ->
                 price_units=300,
                 input={"prompt": "a fox"},
                 metadata={},
-            )
+            ),
         )
     )
     run(store.request_cancel("t1", "task_m"))  # queued: refunded in full

@@ -2,7 +2,9 @@
 
 Hypothesis drives random sequences of grants, chat holds (they lower what a task may debit),
 task creates (with and without idempotency keys, replayed by key and by task id, refused for
-credits or by a tight request limit), claims by several workers under short leases, progress
+credits or by a tight request limit, or fenced by an earlier abandon), their confirmations
+(the hold becomes the debit, the task is queued) and abandons (an unconfirmed task goes whole,
+its id is fenced), claims by several workers under short leases, progress
 touches (by the worker that runs the task, and by one that lost it), worker crashes (the clock
 passes a lease nobody extended; another worker reclaims the task, until it runs out of
 attempts and is failed with a full refund), cancels (queued: canceled and refunded; running:
@@ -40,6 +42,8 @@ from gateway.store.base import (
     IdempotencyClaim,
     RateLimits,
     Release,
+    TaskAbandon,
+    TaskConfirm,
     TaskCreate,
     TaskCreateOutcome,
     TaskFinal,
@@ -67,6 +71,8 @@ FINGERPRINTS = ("fa", "fb")
 PICK = st.integers(min_value=0, max_value=255)
 
 C = TaskCreateOutcome
+HOLD_SECONDS = 900
+"""An unconfirmed task's hold (`TaskCreate.hold_seconds`)."""
 
 
 @dataclass
@@ -84,6 +90,9 @@ class TaskModel:
     percent: float = 0.0
     stage: str = "queued"
     error_code: str | None = None
+    unconfirmed: bool = True
+    confirmed_as: int = 0
+    """Its place in the order of confirmations (Redis queues tasks in that order)."""
 
     @property
     def terminal(self) -> bool:
@@ -107,6 +116,11 @@ class TaskMachine(StatefulMachine):
         self.levels: dict[str, tuple[float, float]] = {}
         self.chats: list[Call] = []
         """Chat calls holding credits."""
+        self.fenced: dict[str, float] = {}
+        """Abandoned task ids -> until when a create of them is ABANDONED."""
+        self.late_debits: set[str] = set()
+        """Debits confirmed after their hold expired (they may take a balance below zero)."""
+        self.confirmations = 0
 
     # The model's reading of the state ------------------------------------------------------
 
@@ -129,6 +143,17 @@ class TaskMachine(StatefulMachine):
 
     def in_state(self, *states: str) -> list[TaskModel]:
         return [t for t in self.tasks.values() if t.status in states]
+
+    def queued(self) -> list[TaskModel]:
+        """Confirmed queued tasks, the ones a worker may claim, in the order they are claimed:
+        of creation on SQLite, of confirmation on Redis (a task enters its stream then)."""
+        queued = [t for t in self.in_state("queued") if not t.unconfirmed]
+        if self.b.kind == "redis":
+            queued.sort(key=lambda t: t.confirmed_as)
+        return queued
+
+    def is_fenced(self, task_id: str) -> bool:
+        return self.fenced.get(task_id, -math.inf) > self.b.now
 
     def finish(self, task: TaskModel, status: str, refund: int) -> None:
         task.status, task.refunded, task.stage = status, refund, status
@@ -252,6 +277,8 @@ class TaskMachine(StatefulMachine):
             task_id = owned[retry % len(owned)].task_id
         if retry is not None and retry % 8 == 7 and others:
             task_id = others[retry % len(others)].task_id  # another tenant's id: refused
+        if retry is not None and retry % 8 == 6 and self.fenced:
+            task_id = sorted(self.fenced)[retry % len(self.fenced)]  # an abandoned create
         claim = None
         if idem is not None:
             scope = f"{tenant}:POST:/v1/images/generations:{idem[0]}"
@@ -270,6 +297,7 @@ class TaskMachine(StatefulMachine):
             metadata={},
             idempotency=claim,
             reply_ttl_seconds=reply_ttl,
+            hold_seconds=HOLD_SECONDS,
         )
         available = self.model.available(tenant, self.b.now)
         expected, replayed = self.expect_create(create, available)
@@ -281,7 +309,8 @@ class TaskMachine(StatefulMachine):
         result = self.run(self.store.create_task(create))
         self.saw(f"create {result.outcome.value}")
         assert result.outcome is expected, (result.outcome, expected)
-        assert result.available_units == available
+        if expected is not C.ABANDONED:  # (fenced: nothing was looked at)
+            assert result.available_units == available
         if replayed is not None:
             assert result.task is not None and result.task.task_id == replayed.task_id
             self.check_task(result.task, replayed)
@@ -296,6 +325,8 @@ class TaskMachine(StatefulMachine):
         """Apply `c` to the model (docs/store.md, `create_task`): the outcome (None: refused,
         the id is another tenant's task) and the task a replay finds."""
         key, claim = c.api_key_id, c.idempotency
+        if self.is_fenced(c.task_id):
+            return C.ABANDONED, None
         level = self.requests_level(key)
         if level < 1:
             return C.RATE_LIMITED, None
@@ -303,23 +334,96 @@ class TaskMachine(StatefulMachine):
             self.take_request(key, level)
             if rec.fingerprint != claim.fingerprint:
                 return C.KEY_REUSED, None
+            if self.tasks[rec.task_id].unconfirmed:
+                return C.IN_PROGRESS, None
             return C.REPLAY, self.tasks[rec.task_id]
         if c.task_id in self.tasks:
-            if self.tasks[c.task_id].tenant != c.tenant:
+            task = self.tasks[c.task_id]
+            if task.tenant != c.tenant:
                 return None, None
             self.take_request(key, level)
-            return C.REPLAY, self.tasks[c.task_id]
+            if task.unconfirmed:
+                return C.CREATED, None
+            return C.REPLAY, task
         self.take_request(key, level)
         if c.price_units > 0 and c.price_units > available:
             return C.INSUFFICIENT_CREDITS, None
         if c.price_units > 0:
-            self.model.append(c.tenant, f"debit:{c.task_id}", "debit", -c.price_units)
+            self.model.holds[c.task_id] = Hold(c.tenant, c.price_units, self.b.now + HOLD_SECONDS)
         self.tasks[c.task_id] = TaskModel(c.task_id, c.tenant, c.price_units)
         if claim is not None:
             self.records[claim.scope] = Record(
                 claim.fingerprint, c.task_id, self.b.now + c.reply_ttl_seconds
             )
         return C.CREATED, None
+
+    @rule(pick=PICK, stranger=st.booleans(), gone=st.booleans())
+    def confirm(self, pick: int, stranger: bool, gone: bool) -> None:
+        """The second create step (or a repeat of it): an unconfirmed task's hold becomes its
+        debit and it is queued; any other task is returned as it is; an abandoned one is None,
+        and so is another tenant's."""
+        self.step("confirm")
+        unconfirmed = [t for t in self.tasks.values() if t.unconfirmed]
+        pool = unconfirmed if unconfirmed and pick % 4 else list(self.tasks.values())
+        if gone or not pool:
+            gone_ids = sorted(set(self.fenced) - set(self.tasks)) or ["task_none"]
+            task_id = gone_ids[pick % len(gone_ids)]
+            seen = self.run(self.store.confirm_task(TaskConfirm(tenant="t1", task_id=task_id)))
+            assert seen is None, seen
+            self.saw("confirm gone")
+            return
+        task = pool[pick % len(pool)]
+        if stranger:
+            tenant = next(t for t in TENANTS if t != task.tenant)
+            seen = self.run(
+                self.store.confirm_task(TaskConfirm(tenant=tenant, task_id=task.task_id))
+            )
+            assert seen is None, seen
+            return
+        self.confirm_one(task)
+
+    def confirm_one(self, task: TaskModel) -> None:
+        if task.unconfirmed:
+            self.saw("confirm")
+            hold = self.model.holds.pop(task.task_id, None)
+            if task.price > 0:
+                self.model.append(task.tenant, f"debit:{task.task_id}", "debit", -task.price)
+                if hold is None or hold.expires_at <= self.b.now:  # never reserved by then
+                    self.late_debits.add(f"debit:{task.task_id}")
+            task.unconfirmed, task.confirmed_as = False, self.confirmations
+            self.confirmations += 1
+        confirm = TaskConfirm(tenant=task.tenant, task_id=task.task_id)
+        self.check_task(self.run(self.store.confirm_task(confirm)), task)
+
+    @rule(pick=PICK, fresh=st.booleans())
+    def abandon(self, pick: int, fresh: bool) -> None:
+        """A create whose answer never came is undone: an unconfirmed task goes whole (hold,
+        record, idempotency record); a confirmed one stays; the id is fenced either way."""
+        self.step("abandon")
+        unconfirmed = [t for t in self.tasks.values() if t.unconfirmed]
+        if fresh or not self.tasks:
+            task_id, tenant = self.fresh("task"), "t1"  # an abandon that beats its create
+        else:
+            pool = unconfirmed if unconfirmed and pick % 3 else list(self.tasks.values())
+            task = pool[pick % len(pool)]
+            task_id, tenant = task.task_id, task.tenant
+        scope = next((s for s, rec in self.records.items() if rec.task_id == task_id), "")
+        self.run(
+            self.store.abandon_task(
+                TaskAbandon(tenant=tenant, task_id=task_id, idempotency_scope=scope)
+            )
+        )
+        self.fenced[task_id] = self.b.now + self.b.fence_seconds
+        task_model = self.tasks.get(task_id)
+        if task_model is not None and task_model.unconfirmed:
+            self.saw("abandon removed")
+            del self.tasks[task_id]
+            self.model.holds.pop(task_id, None)
+            if scope:
+                del self.records[scope]
+            assert self.run(self.store.get_task(tenant, task_id)) is None
+        else:
+            self.saw("abandon kept")
 
     @rule(worker=st.sampled_from(WORKERS))
     def claim(self, worker: str) -> None:
@@ -334,7 +438,7 @@ class TaskMachine(StatefulMachine):
         running = self.in_state("running")
         lapsed = [t for t in running if t.lease_until is not None and t.lease_until <= now]
         retryable = [t for t in lapsed if t.attempts < MAX_ATTEMPTS]
-        queued = self.in_state("queued")
+        queued = self.queued()
         if lapsed:
             self.b.before_claim()  # Redis: else XAUTOCLAIM may not see them yet
         got = self.run(
@@ -408,7 +512,11 @@ class TaskMachine(StatefulMachine):
             tenant = next(t for t in TENANTS if t != task.tenant)
             assert self.run(self.store.request_cancel(tenant, task.task_id)) is None
             return
-        if task.status == "queued":
+        if task.status == "queued" and task.unconfirmed:  # never charged: its price goes
+            task.cancel_requested, task.unconfirmed, task.price = True, False, 0
+            self.model.holds.pop(task.task_id, None)
+            self.finish(task, "canceled", 0)
+        elif task.status == "queued":
             task.cancel_requested = True
             self.finish(task, "canceled", task.price)
         elif task.status == "running":
@@ -443,8 +551,8 @@ class TaskMachine(StatefulMachine):
             refund_units=refund,
             reason=how,
         )
-        if how == "too_much" and not task.terminal:
-            with pytest.raises(ValueError):
+        if (how == "too_much" and not task.terminal) or task.unconfirmed:
+            with pytest.raises(ValueError):  # (an unconfirmed task was never claimed)
                 self.run(self.store.finalize_task(final))
             return
         if not task.terminal:
@@ -477,15 +585,18 @@ class TaskMachine(StatefulMachine):
 
     @invariant()
     def state_matches(self) -> None:
-        check_wallets(self, self.model)
+        check_wallets(self, self.model, frozenset(self.late_debits))
         for task in self.tasks.values():
             self.check_task(self.run(self.store.get_task(task.tenant, task.task_id)), task)
         depth = self.run(self.store.task_queue_depth())
-        assert depth == len(self.in_state("queued")), depth
+        assert depth == len(self.queued()), depth
 
     def teardown(self) -> None:
-        """A worker drains the queue: every task ends, refunded at most once."""
+        """Every create is confirmed, then a worker drains the queue: every task ends,
+        refunded at most once."""
         try:
+            for task in [t for t in self.tasks.values() if t.unconfirmed]:
+                self.confirm_one(task)
             for _ in range(len(self.tasks) * (MAX_ATTEMPTS + 1) + 1):
                 self.b.advance(1_000.0)  # past every lease
                 self.model.expire(self.b.now)

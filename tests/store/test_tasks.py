@@ -30,7 +30,7 @@ from gateway.store.base import (
 from gateway.store.redis import RedisStore
 from gateway.store.sqlite import SqliteStore
 from gateway.store.sqlite.schema import SCHEMA_VERSION
-from tests.store.support import Run, admission, claim, settlement
+from tests.store.support import Run, admission, claim, create_confirmed, settlement
 
 CREATED = TaskCreateOutcome.CREATED
 REPLAY = TaskCreateOutcome.REPLAY
@@ -70,7 +70,7 @@ def task_claim(fingerprint: str = "fp-a") -> IdempotencyClaim:
 
 
 def _made(store: Store, run: Run, c: TaskCreate) -> TaskRecord:
-    result = run(store.create_task(c))
+    result = run(create_confirmed(store, c))
     assert result.outcome is CREATED and result.task is not None
     return result.task
 
@@ -94,7 +94,7 @@ def _lapse() -> None:
 def test_create_debits_once_and_queues_the_task(store: Store, run: Run) -> None:
     run(store.grant("t1", 1000, entry_id="g1", reason="top-up"))
     before = time.time()
-    result = run(store.create_task(create("task_a", price=300)))
+    result = run(create_confirmed(store, create("task_a", price=300)))
 
     assert result.outcome is CREATED and result.available_units == 1000
     assert result.rate.remaining_requests == 999
@@ -127,7 +127,7 @@ def test_create_debits_once_and_queues_the_task(store: Store, run: Run) -> None:
 
 def test_insufficient_credits_creates_nothing(store: Store, run: Run) -> None:
     run(store.grant("t1", 100, entry_id="g1", reason="top-up"))
-    result = run(store.create_task(create("task_a", price=150)))
+    result = run(create_confirmed(store, create("task_a", price=150)))
 
     assert result.outcome is TaskCreateOutcome.INSUFFICIENT_CREDITS
     assert result.task is None and result.available_units == 100
@@ -144,10 +144,10 @@ def test_chat_holds_count_against_available(store: Store, run: Run) -> None:
     chat = admission("c1", hold=80)
     assert run(store.admit(chat)).outcome is AdmissionOutcome.ADMITTED
 
-    refused = run(store.create_task(create("task_a", price=30)))
+    refused = run(create_confirmed(store, create("task_a", price=30)))
     assert refused.outcome is TaskCreateOutcome.INSUFFICIENT_CREDITS
     assert refused.available_units == 20
-    assert run(store.create_task(create("task_b", price=20))).outcome is CREATED
+    assert run(create_confirmed(store, create("task_b", price=20))).outcome is CREATED
 
     # The chat call settles on the same wallet: charges, debits and refunds add up.
     run(store.settle(settlement(chat, charge=50)))
@@ -158,7 +158,7 @@ def test_chat_holds_count_against_available(store: Store, run: Run) -> None:
 
 def test_a_price_of_zero_never_fails(store: Store, run: Run) -> None:
     run(store.grant("t1", -10, entry_id="adj", reason="debt", kind="adjustment"))
-    result = run(store.create_task(create("task_a", price=0)))
+    result = run(create_confirmed(store, create("task_a", price=0)))
     assert result.outcome is CREATED and result.available_units == -10
     assert list(_entries(store, run)) == ["adj"]  # nothing to debit, no entry
     assert _balanced(store, run) == -10
@@ -168,15 +168,15 @@ def test_idempotent_create_replays_the_task_and_debits_once(store: Store, run: R
     run(store.grant("t1", 1000, entry_id="g1", reason="top-up"))
     first = _made(store, run, create("task_a", idempotency=task_claim()))
 
-    again = run(store.create_task(create("task_b", idempotency=task_claim())))
+    again = run(create_confirmed(store, create("task_b", idempotency=task_claim())))
     assert again.outcome is REPLAY and again.task == first
     assert again.rate.remaining_requests == 998  # a replay takes a request
-    reused = run(store.create_task(create("task_c", idempotency=task_claim("fp-b"))))
+    reused = run(create_confirmed(store, create("task_c", idempotency=task_claim("fp-b"))))
     assert reused.outcome is TaskCreateOutcome.KEY_REUSED and reused.task is None
 
     # A replay shows the task as it is now.
     run(store.claim_task("w1", lease_seconds=30))
-    later = run(store.create_task(create("task_d", idempotency=task_claim())))
+    later = run(create_confirmed(store, create("task_d", idempotency=task_claim())))
     assert later.task is not None and later.task.status == "running"
 
     assert run(store.get_task("t1", "task_b")) is None
@@ -190,13 +190,19 @@ def test_twenty_concurrent_creates_with_one_key_make_one_task(store: Store, run:
 
     async def burst() -> list[Any]:
         calls = [
-            store.create_task(create(f"task_{i}", idempotency=task_claim())) for i in range(20)
+            create_confirmed(store, create(f"task_{i}", idempotency=task_claim()))
+            for i in range(20)
         ]
         return await asyncio.gather(*calls)
 
     results = run(burst())
-    assert Counter(r.outcome for r in results) == {CREATED: 1, REPLAY: 19}
-    assert len({r.task.task_id for r in results}) == 1
+    # Until the first is confirmed a duplicate is in progress (409); after, a replay.
+    outcomes = Counter(r.outcome for r in results)
+    assert (
+        outcomes[CREATED] == 1
+        and outcomes[CREATED] + outcomes[REPLAY] + outcomes[TaskCreateOutcome.IN_PROGRESS] == 20
+    ), outcomes
+    assert len({r.task.task_id for r in results if r.task is not None}) == 1
     assert run(store.task_queue_depth()) == 1
     assert len([e for e in _entries(store, run) if e.startswith("debit:")]) == 1
     assert _balanced(store, run) == 9_900
@@ -205,7 +211,7 @@ def test_twenty_concurrent_creates_with_one_key_make_one_task(store: Store, run:
 def test_a_retried_create_with_the_same_task_id_debits_once(store: Store, run: Run) -> None:
     run(store.grant("t1", 1000, entry_id="g1", reason="top-up"))
     first = _made(store, run, create("task_a"))
-    again = run(store.create_task(create("task_a")))
+    again = run(create_confirmed(store, create("task_a")))
     assert again.outcome is REPLAY and again.task == first
     assert run(store.task_queue_depth()) == 1
     assert _balanced(store, run) == 900
@@ -214,10 +220,10 @@ def test_a_retried_create_with_the_same_task_id_debits_once(store: Store, run: R
 def test_create_shares_the_requests_bucket_with_chat(store: Store, run: Run) -> None:
     run(store.grant("t1", 1000, entry_id="g1", reason="top-up"))
     assert run(store.admit(admission("c1", rpm=3))).outcome is AdmissionOutcome.ADMITTED
-    assert run(store.create_task(create("task_a", rpm=3))).outcome is CREATED
-    assert run(store.create_task(create("task_b", rpm=3))).outcome is CREATED
+    assert run(create_confirmed(store, create("task_a", rpm=3))).outcome is CREATED
+    assert run(create_confirmed(store, create("task_b", rpm=3))).outcome is CREATED
 
-    limited = run(store.create_task(create("task_c", rpm=3)))
+    limited = run(create_confirmed(store, create("task_c", rpm=3)))
     assert limited.outcome is TaskCreateOutcome.RATE_LIMITED and limited.task is None
     assert limited.rate.remaining_requests == 0
     assert 19.0 < limited.rate.retry_after_seconds <= 20.0  # one request refills in 20 s
@@ -308,7 +314,7 @@ def test_a_waiting_claim_wakes_for_a_new_task(store: Store, run: Run) -> None:
 
         async def later() -> None:
             await asyncio.sleep(0.1)
-            await store.create_task(create("task_a", price=0))
+            await create_confirmed(store, create("task_a", price=0))
 
         start = loop.time()
         task, _ = await asyncio.gather(
@@ -556,7 +562,7 @@ def test_sqlite_claim_wakes_on_create_not_on_its_poll(
                 store.claim_task("w1", lease_seconds=30, wait_seconds=10)
             )
             await asyncio.sleep(0.05)
-            await store.create_task(create("task_a", price=0))
+            await create_confirmed(store, create("task_a", price=0))
             return await waiting, loop.time() - start
         finally:
             await store.close()
@@ -644,7 +650,7 @@ def test_redis_waiting_claim_leaves_the_request_path_free(redis_stores: Any, run
             await store.admit(admission(f"c{i}"))
             await store.wallet("t1")
         took = loop.time() - start
-        await store.create_task(create("task_a", price=0))
+        await create_confirmed(store, create("task_a", price=0))
         task = await waiting
         assert task is not None and task.task_id == "task_a"
         return took

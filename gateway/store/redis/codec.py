@@ -2,12 +2,13 @@
 
 Scripts return bucket levels as exact decimal strings (a Lua number would reach the client
 truncated to an integer), ledger entries as msgpack arrays packed by `append_entry` in
-common.lua, and stored replies as the msgpack bytes `encode_reply` made.
+common.lua, and stored replies as the msgpack bytes `encode_reply` made. A task hash holds
+`TaskRecord`'s fields by name (redis/tasks.py), the structured ones as msgpack.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -22,8 +23,17 @@ from gateway.store.base import (
     RateLimits,
     StoredReply,
 )
+from gateway.store.tasks import TaskRecord
 
-__all__ = ["KEY_FIELDS", "admission_result", "decode_entry", "encode_reply", "key_record", "text"]
+__all__ = [
+    "KEY_FIELDS",
+    "admission_result",
+    "decode_entry",
+    "decode_task",
+    "encode_reply",
+    "key_record",
+    "text",
+]
 
 KEY_FIELDS = ("key_id", "tenant", "created_at", "revoked_at", "prefix")
 """The fields of an API key hash, in the order `key_record` reads them."""
@@ -51,6 +61,10 @@ class _PackedEntry(msgspec.Struct, array_like=True, frozen=True):
 
 
 _entry_decoder = msgspec.msgpack.Decoder(_PackedEntry)
+_blob = msgspec.msgpack.Decoder()
+_BLOBS = frozenset(("input", "metadata", "output", "error", "usage", "warnings"))
+_PROGRESS = ("percent", "stage", "message")
+_INTERNAL = frozenset(("seq", "entry", "unconfirmed", "idem"))
 
 
 def encode_reply(reply: StoredReply) -> bytes:
@@ -103,3 +117,20 @@ def key_record(fields: Sequence[bytes | str | None]) -> ApiKeyRecord | None:
         revoked_at=float(revoked_at) if revoked_at is not None else None,
         prefix=text(prefix) if prefix is not None else "",
     )
+
+
+def decode_task(raw: Sequence[bytes] | Mapping[bytes, bytes]) -> TaskRecord | None:
+    """A task hash (HGETALL as a script returns it, flat, or as redis-py parses it)."""
+    if not raw:
+        return None
+    h = raw if isinstance(raw, Mapping) else dict(zip(raw[::2], raw[1::2], strict=True))
+    fields: dict[str, Any] = {}
+    for name, value in h.items():
+        key = name.decode()
+        if key in _BLOBS:
+            fields[key] = _blob.decode(value)
+        elif key not in _INTERNAL:
+            fields[key] = value.decode()
+    fields["progress"] = {name: fields.pop(name) for name in _PROGRESS}
+    # Non-strict: the numbers are strings in the hash; everything else is checked as usual.
+    return msgspec.convert(fields, TaskRecord, strict=False)

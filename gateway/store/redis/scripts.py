@@ -14,7 +14,16 @@ from redis.asyncio import Redis
 
 __all__ = ["Scripts", "script_source"]
 
-_TASK_NAMES = ("task_create", "task_claim", "task_touch", "task_cancel", "task_finalize")
+_TASK_NAMES = (
+    "task_create",
+    "task_confirm",
+    "task_abandon",
+    "task_claim",
+    "task_touch",
+    "task_cancel",
+    "task_finalize",
+    "task_reindex",
+)
 _NAMES = ("admit", "settle", "release", "grant", "wallet", "ledger", "ledger_range", *_TASK_NAMES)
 
 
@@ -40,7 +49,10 @@ class Scripts:
         self.ledger = client.register_script(script_source("ledger"))
         self.ledger_range = client.register_script(script_source("ledger_range"))
         self.task_create = client.register_script(script_source("task_create"))
+        self.task_confirm = client.register_script(script_source("task_confirm"))
+        self.task_abandon = client.register_script(script_source("task_abandon"))
         self.task_claim = client.register_script(script_source("task_claim"))
         self.task_touch = client.register_script(script_source("task_touch"))
         self.task_cancel = client.register_script(script_source("task_cancel"))
         self.task_finalize = client.register_script(script_source("task_finalize"))
+        self.task_reindex = client.register_script(script_source("task_reindex"))

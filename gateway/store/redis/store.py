@@ -22,6 +22,7 @@ from gateway.store.redis.errors import store_errors
 from gateway.store.redis.keys import RedisKeys
 from gateway.store.redis.pipeline import LuaScript, ScriptPipeline
 from gateway.store.redis.scripts import Scripts, script_source
+from gateway.store.redis.task_index import RedisTaskIndexArea
 from gateway.store.redis.tasks import RedisTaskArea
 from gateway.store.redis.wallet import RedisWalletArea
 
@@ -32,25 +33,36 @@ _PIPELINED_SCHEMES = ("redis://", "unix://")
 
 
 class _HotScripts:
-    """The request path's scripts, for `ScriptPipeline` (same sources as `Scripts`)."""
+    """The request path's scripts, for `ScriptPipeline` (same sources as `Scripts`): a call's
+    admission and its end, and a task create's steps. Through the pipeline a step is sent
+    once and answered or timed out within `socket_timeout`: no pool wait, no resend."""
 
-    __slots__ = ("admit", "release", "settle")
+    __slots__ = ("admit", "release", "settle", "task_abandon", "task_confirm", "task_create")
 
     def __init__(self) -> None:
         self.admit = LuaScript.of(script_source("admit"))
         self.settle = LuaScript.of(script_source("settle"))
         self.release = LuaScript.of(script_source("release"))
+        self.task_create = LuaScript.of(script_source("task_create"))
+        self.task_confirm = LuaScript.of(script_source("task_confirm"))
+        self.task_abandon = LuaScript.of(script_source("task_abandon"))
 
 
 class RedisStore(
-    RedisKeyArea, RedisAdmissionArea, RedisWalletArea, RedisTaskArea, RedisArtifactArea
+    RedisKeyArea,
+    RedisAdmissionArea,
+    RedisWalletArea,
+    RedisTaskArea,
+    RedisTaskIndexArea,
+    RedisArtifactArea,
 ):
     """The `gateway.store.base.Store` on Redis (redis-py asyncio, one connection pool).
 
     Each area is a module of its own, mixed in here: keys (`api_keys.py`), admission
-    (`admission.py`), wallet and ledger (`wallet.py`), tasks (`tasks.py`), artifacts
-    (`artifacts.py`). This class opens and closes the clients and runs their scripts
-    (`_eval`, `_eval_hot`), with Redis's errors mapped in one place (`errors.py`).
+    (`admission.py`), wallet and ledger (`wallet.py`), tasks (`tasks.py`; their listing and
+    retention: `task_index.py`), artifacts (`artifacts.py`). This class opens and closes the
+    clients and runs their scripts (`_eval`, `_eval_hot`), with Redis's errors mapped in one
+    place (`errors.py`).
 
     `admit`, `settle` and `release`, two of which every request makes, go through a
     `ScriptPipeline` instead: one pipelined connection, a fraction of redis-py's CPU per call.

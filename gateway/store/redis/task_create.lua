@@ -1,17 +1,19 @@
--- task_create: the requests bucket, the idempotency record, the debit, the queued task and its
--- queue entry, in one step (see Store.create_task).
--- KEYS: task, queue, queued, rate, idem, holds, hold_expiry, tenant_tasks, task_seq
+-- task_create: the requests bucket, the idempotency record, a hold of the price and the task,
+-- unconfirmed (no queue entry, nothing charged: see Store.create_task), in one step.
+-- KEYS: task, queue, queued, rate, idem, holds, hold_expiry, task_seq, fence, unconfirmed
+-- (the listing and its indexes take the task at confirmation: an unconfirmed task is only
+-- found by its id)
 -- ARGV: group, wallet/ledger/order prefixes, rpm, tpm, has_claim (0/1), fingerprint,
---       reply_ttl_seconds, task_id, tenant, price, debit_id, reason, request_id,
---       task key prefix, resolved model, then the task's static field, value pairs
+--       reply_ttl_seconds, task_id, tenant, price, hold_id, hold_seconds, task key prefix,
+--       idempotency scope, then the task's static field, value pairs
 -- Returns {outcome, available_units, requests_level, tokens_level, task fields}, or
 -- {'conflict'} when the task id is another tenant's.
+if redis.call('EXISTS', KEYS[9]) == 1 then return {'abandoned', 0, '0', '0', {}} end
 local rpm, tpm = tonumber(ARGV[5]), tonumber(ARGV[6])
 local task_id, tenant, price = ARGV[10], ARGV[11], tonumber(ARGV[12])
-local wallet, ledger = WALLET .. tenant, LEDGER .. tenant
 local r, t = load_buckets(KEYS[4], rpm, tpm)
 purge_holds(KEYS[6], KEYS[7])
-local available = balance_units(wallet) - held_units(KEYS[6])
+local available = balance_units(WALLET .. tenant) - held_units(KEYS[6])
 
 local function result(outcome, task)
   return {outcome, available, exact(r), exact(t), task or {}}
@@ -33,7 +35,12 @@ if claimed then
       take()
       return result('key_reused')
     end
-    local task = rec[2] and redis.call('HGETALL', ARGV[16] .. rec[2]) or {}
+    local named = rec[2] and ARGV[15] .. rec[2]
+    if named and redis.call('HEXISTS', named, 'unconfirmed') == 1 then
+      take()
+      return result('in_progress')
+    end
+    local task = named and redis.call('HGETALL', named) or {}
     if #task > 0 then
       take()
       return result('replay', task)
@@ -41,30 +48,27 @@ if claimed then
   end
 end
 
--- A retried create (same task id): the task as it is, never a second debit.
-local owner = redis.call('HGET', TASK, 'tenant')
-if owner then
-  if owner ~= tenant then return {'conflict'} end
+-- This create sent again (a retried command): its task as it is, nothing held twice.
+local owner = redis.call('HMGET', TASK, 'tenant', 'unconfirmed')
+if owner[1] then
+  if owner[1] ~= tenant then return {'conflict'} end
   take()
-  return result('replay', redis.call('HGETALL', TASK))
+  return result(owner[2] and 'created' or 'replay', redis.call('HGETALL', TASK))
 end
 
 take()
 if price > 0 and price > available then return result('insufficient_credits') end
 
-if price > 0 and redis.call('HEXISTS', ledger, ARGV[13]) == 0 then
-  append_entry(wallet, ledger, ORDER .. tenant, ARGV[13], tenant, 'debit', -price, ARGV[14],
-    task_id, ARGV[15], ARGV[17])
-end
-local seq = redis.call('INCR', KEYS[9])
-local entry = redis.call('XADD', QUEUE, '*', 'task', task_id)
-redis.call('HSET', TASK, unpack(ARGV, 18))
-redis.call('HSET', TASK, 'status', 'queued', 'created_at', NOW, 'seq', seq, 'entry', entry,
-  'attempts', 0, 'refunded_units', 0, 'percent', 0, 'stage', 'queued', 'message', '')
-redis.call('ZADD', KEYS[8], seq, task_id)
-redis.call('SADD', QUEUED, task_id)
+if price > 0 then place_hold(KEYS[6], KEYS[7], ARGV[13], price, tonumber(ARGV[14])) end
+local seq = redis.call('INCR', KEYS[8])
+redis.call('HSET', TASK, unpack(ARGV, 17))
+redis.call('HSET', TASK, 'status', 'queued', 'created_at', NOW, 'seq', seq, 'attempts', 0,
+  'refunded_units', 0, 'percent', 0, 'stage', 'queued', 'message', '', 'unconfirmed', 1,
+  'idem', ARGV[16])
+redis.call('ZADD', KEYS[10], NOW, task_id)
 if claimed then
-  -- Complete at once (the task is the reply): a duplicate arriving now is a replay.
+  -- Complete at once (the task is the reply): a duplicate arriving now is in progress, then
+  -- a replay once the task is confirmed.
   redis.call('DEL', KEYS[5])
   redis.call('HSET', KEYS[5], 'fp', ARGV[8], 'task', task_id)
   redis.call('PEXPIRE', KEYS[5], tonumber(ARGV[9]) * 1000)

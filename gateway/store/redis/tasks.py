@@ -16,7 +16,7 @@ list) and `entry` (its stream entry id).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
@@ -28,19 +28,20 @@ from redis.exceptions import ResponseError
 from redis.typing import KeyT, StreamIdT
 
 from gateway.store import buckets
-from gateway.store.ledger_ids import debit_id, refund_id
+from gateway.store.ledger_ids import debit_id, hold_id, refund_id
+from gateway.store.redis.codec import decode_task as _task
 from gateway.store.redis.errors import store_errors
 from gateway.store.redis.keys import TASK_GROUP, RedisKeys
 from gateway.store.tasks import (
     WORKER_LOST,
+    TaskAbandon,
+    TaskConfirm,
     TaskCreate,
     TaskCreateOutcome,
     TaskCreateResult,
     TaskFinal,
-    TaskPage,
     TaskProgress,
     TaskRecord,
-    TaskStatus,
     worker_lost_error,
 )
 
@@ -52,12 +53,11 @@ __all__ = ["RedisTaskArea"]
 _RECLAIM_EVERY = 1.0
 """A waiting claim blocks on the stream this long at most, then looks for expired leases."""
 _CLAIM_BATCH = 16
+_FENCE_SECONDS = 86_400
+"""An abandoned create's id stays fenced this long (a command buffered in a stalled Redis
+runs within seconds of its waking up)."""
 
 _encoder = msgspec.msgpack.Encoder()
-_blob = msgspec.msgpack.Decoder()
-_BLOBS = frozenset(("input", "metadata", "output", "error", "usage", "warnings"))
-_PROGRESS = ("percent", "stage", "message")
-_INTERNAL = frozenset(("seq", "entry"))
 _STATIC = ("task_id", "tenant", "api_key_id", "request_id", "capability", "model")
 _OUTCOMES = {o.value.encode(): o for o in TaskCreateOutcome}
 
@@ -82,6 +82,9 @@ class RedisTaskArea:
         async def _eval(
             self, script: AsyncScript, keys: Sequence[str], args: Sequence[Any]
         ) -> Any: ...
+        async def _eval_hot(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any: ...
+        def _retention_keys(self) -> tuple[str]: ...
+        def _retention_args(self) -> tuple[str, int]: ...
 
     async def create_task(self, create: TaskCreate) -> TaskCreateResult:
         c, k, claim = create, self.keys, create.idempotency
@@ -89,8 +92,8 @@ class RedisTaskArea:
         static = [f for name in _STATIC for f in (name, getattr(c, name))]
         static += ["resolved_model", c.resolved_model, "price_units", c.price_units]
         static += ["input", _encoder.encode(c.input), "metadata", _encoder.encode(c.metadata)]
-        res = await self._task_script(
-            self._s.task_create,
+        res = await self._task_hot(
+            "task_create",
             c.task_id,
             (
                 limits.requests_per_minute,
@@ -101,11 +104,10 @@ class RedisTaskArea:
                 c.task_id,
                 c.tenant,
                 c.price_units,
-                debit_id(c.task_id),
-                f"{c.capability} {c.resolved_model}",
-                c.request_id,
+                hold_id(c.task_id),
+                c.hold_seconds,
                 k.task_key_prefix(),
-                c.resolved_model,
+                claim.scope if claim else "",
                 *static,
             ),
             (
@@ -113,8 +115,9 @@ class RedisTaskArea:
                 k.idempotency(claim.scope if claim else ""),
                 k.holds(c.tenant),
                 k.hold_expiry(c.tenant),
-                k.tenant_tasks(c.tenant),
                 k.task_seq(c.tenant),
+                k.task_fence(c.task_id),
+                k.tasks_unconfirmed(),
             ),
         )
         if res[0] == b"conflict":
@@ -128,54 +131,61 @@ class RedisTaskArea:
             available_units=res[1],
         )
 
+    async def confirm_task(self, confirm: TaskConfirm) -> TaskRecord | None:
+        k, tenant, task_id = self.keys, confirm.tenant, confirm.task_id
+        res = await self._task_hot(
+            "task_confirm",
+            task_id,
+            (tenant, hold_id(task_id), debit_id(task_id), *self._retention_args()),
+            (
+                k.holds(tenant),
+                k.hold_expiry(tenant),
+                k.tasks_unconfirmed(),
+                *self._retention_keys(),
+                k.tenant_tasks(tenant),
+            ),
+        )
+        return _task(res)
+
+    async def abandon_task(self, abandon: TaskAbandon) -> None:
+        k, tenant, task_id = self.keys, abandon.tenant, abandon.task_id
+        await self._task_hot(
+            "task_abandon",
+            task_id,
+            (tenant, hold_id(task_id), _FENCE_SECONDS, task_id, *self._retention_args()),
+            (
+                k.holds(tenant),
+                k.hold_expiry(tenant),
+                k.tasks_unconfirmed(),
+                k.task_fence(task_id),
+                k.tenant_tasks(tenant),
+                k.idempotency(abandon.idempotency_scope),
+                *self._retention_keys(),
+            ),
+        )
+
+    async def abandon_unconfirmed(self, *, older_than: float, limit: int = 100) -> int:
+        k, client = self.keys, self.client
+        with store_errors:
+            seconds, micros = await client.time()
+            ids: Any = await client.zrangebyscore(
+                k.tasks_unconfirmed(), "-inf", seconds + micros / 1e6 - older_than, 0, limit
+            )
+        for raw in ids:
+            task_id = raw.decode()
+            with store_errors:
+                fields: Any = await client.hmget(k.task(task_id), ["tenant", "idem"])
+            tenant, scope = (value.decode() if value else "" for value in fields)
+            await self.abandon_task(
+                TaskAbandon(tenant=tenant, task_id=task_id, idempotency_scope=scope)
+            )
+        return len(ids)
+
     async def get_task(self, tenant: str, task_id: str) -> TaskRecord | None:
         with store_errors:
             fields: Any = await self.client.hgetall(self.keys.task(task_id))
         task = _task(fields)
         return task if task is not None and task.tenant == tenant else None
-
-    async def list_tasks(
-        self,
-        tenant: str,
-        *,
-        limit: int,
-        after: str | None = None,
-        status: TaskStatus | None = None,
-        capability: str | None = None,
-    ) -> TaskPage:
-        if limit < 1:
-            raise ValueError("limit must be at least 1")
-        k, client = self.keys, self.client
-        order = k.tenant_tasks(tenant)
-        found: list[TaskRecord] = []
-        batch = limit + 1
-        with store_errors:
-            top = "+inf"
-            if after is not None:
-                seq = await client.zscore(order, after)
-                if seq is None:
-                    return TaskPage(tasks=[], has_more=False)
-                top = f"({int(seq)}"
-            # Newest first in batches until a page and one more match (filters skip some).
-            while len(found) <= limit:
-                ids: Any = await client.zrevrangebyscore(
-                    order, top, "-inf", start=0, num=batch, withscores=True
-                )
-                if not ids:
-                    break
-                async with client.pipeline(transaction=False) as pipe:
-                    for task_id, _ in ids:
-                        pipe.hgetall(k.task(task_id.decode()))
-                    rows = await pipe.execute()
-                for task in (_task(row) for row in rows):
-                    if task is None or (status is not None and task.status != status):
-                        continue
-                    if capability is None or task.capability == capability:
-                        found.append(task)
-                if len(ids) < batch:
-                    break
-                top, batch = f"({int(ids[-1][1])}", min(batch * 2, 1000)
-        return TaskPage(tasks=found[:limit], has_more=len(found) > limit)
 
     async def claim_task(
         self,
@@ -224,8 +234,18 @@ class RedisTaskArea:
         return _task(res)
 
     async def request_cancel(self, tenant: str, task_id: str) -> TaskRecord | None:
+        k = self.keys
         res = await self._task_script(
-            self._s.task_cancel, task_id, (tenant, refund_id(task_id), "canceled")
+            self._s.task_cancel,
+            task_id,
+            (tenant, refund_id(task_id), "canceled", hold_id(task_id), *self._retention_args()),
+            (
+                k.holds(tenant),
+                k.hold_expiry(tenant),
+                k.tasks_unconfirmed(),
+                *self._retention_keys(),
+                k.tenant_tasks(tenant),
+            ),
         )
         return _task(res)
 
@@ -246,10 +266,14 @@ class RedisTaskArea:
                 _encoder.encode(f.warnings),
                 0 if f.error is None else 1,
                 b"" if f.error is None else _encoder.encode(f.error),
+                *self._retention_args(),
             ),
+            self._retention_keys(),
         )
         if res[0] == b"unknown":
             raise KeyError(f.task_id)
+        if res[0] == b"unconfirmed":
+            raise ValueError(f"task {f.task_id!r} was never confirmed")
         if res[0] == b"too_much":
             raise ValueError(f"refund {f.refund_units} exceeds the price {res[1]}")
         return cast(TaskRecord, _task(res[1]))
@@ -259,6 +283,17 @@ class RedisTaskArea:
             return int(await self.client.scard(self.keys.tasks_queued()))
 
     # The queue -----------------------------------------------------------------------------
+
+    async def _task_hot(
+        self, name: str, task_id: str, args: Sequence[Any], more_keys: Sequence[str]
+    ) -> Any:
+        """A task create step through the request path's pipeline (see `_HotScripts`)."""
+        k = self.keys
+        return await self._eval_hot(
+            name,
+            (k.task(task_id), k.task_queue(), k.tasks_queued(), *more_keys),
+            (TASK_GROUP, k.wallet(""), k.ledger(""), k.ledger_order(""), *args),
+        )
 
     async def _task_script(
         self,
@@ -289,7 +324,9 @@ class RedisTaskArea:
                 refund_id(task_id),
                 WORKER_LOST,
                 _encoder.encode(worker_lost_error()),
+                *self._retention_args(),
             ),
+            self._retention_keys(),
         )
         return _task(res[1]) if res[0] == b"claimed" else None
 
@@ -380,20 +417,3 @@ class RedisTaskArea:
         client, self._queue_client, self._group_ready = self._queue_client, None, False
         if client is not None:
             await client.aclose()
-
-
-def _task(raw: Sequence[bytes] | Mapping[bytes, bytes]) -> TaskRecord | None:
-    """A task hash (HGETALL as a script returns it, flat, or as redis-py parses it)."""
-    if not raw:
-        return None
-    h = raw if isinstance(raw, Mapping) else dict(zip(raw[::2], raw[1::2], strict=True))
-    fields: dict[str, Any] = {}
-    for name, value in h.items():
-        key = name.decode()
-        if key in _BLOBS:
-            fields[key] = _blob.decode(value)
-        elif key not in _INTERNAL:
-            fields[key] = value.decode()
-    fields["progress"] = {name: fields.pop(name) for name in _PROGRESS}
-    # Non-strict: the numbers are strings in the hash; everything else is checked as usual.
-    return msgspec.convert(fields, TaskRecord, strict=False)

@@ -5,7 +5,7 @@ microseconds (durable at checkpoints, never corrupt); busy_timeout lets the CLI 
 share the file. Balances are derived data kept with the ledger in one transaction:
 `wallets.balance` always equals the sum of the tenant's `ledger.amount`.
 
-Only durable state lives here (schema 4): keys, wallets, the ledger, completed idempotency
+Only durable state lives here (schema 5): keys, wallets, the ledger, completed idempotency
 replies, tasks and artifacts. Holds, rate buckets, in-flight leases and per-call markers live in
 the serving process's memory (`memory.py`), so a request writes only what must survive it.
 Every B-tree a commit touches is one more 4 KiB page written to the WAL, so each table has only
@@ -18,12 +18,20 @@ the indexes its lookups need:
   and no reply (the task is the reply).
 - `tasks`: the record is one msgpack blob; the columns beside it are what lookups select on.
   `seq` (the rowid) is creation order: newest-first listing per tenant, oldest-first queue.
-  Two partial indexes are the queue: queued tasks by seq, running ones by lease expiry.
+  Two partial indexes are the queue: queued tasks by seq, running ones by lease expiry. A
+  task not confirmed yet has the `status` column `unconfirmed` (a third partial index, for the
+  sweep of creates a dead gateway never finished); its record reads `queued`. Three more make
+  a filtered listing one index range: (tenant, status, seq), (tenant, capability, seq),
+  (tenant, status, capability, seq); and ended tasks by `completed_at` (partial) are the
+  retention sweep's.
 - `artifacts`: metadata only (the bytes are in blob storage), an expiry index for the sweep.
 
 Schema 3 only added `tasks` and `artifacts`: a schema-2 file is migrated by creating them.
 Schema 4 added `ledger.model` (what a charge, debit or refund was for) and `api_keys.prefix`
 (the key's first characters, for operators): older files gain the columns ('' in old rows).
+Schema 5 added the `tasks_unconfirmed` index (two-step task creates), the listing indexes and
+`tasks.completed_at` (filled from the records of the tasks that had ended, so retention counts
+from when they did).
 """
 
 from __future__ import annotations
@@ -31,9 +39,11 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import msgspec
+
 __all__ = ["SCHEMA_VERSION", "connect"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _TABLES = (
     """CREATE TABLE IF NOT EXISTS api_keys (
@@ -81,11 +91,16 @@ _TABLES = (
         status TEXT NOT NULL,
         capability TEXT NOT NULL,
         lease_until REAL,
-        record BLOB NOT NULL
+        record BLOB NOT NULL,
+        completed_at REAL
     )""",
     "CREATE INDEX IF NOT EXISTS tasks_by_tenant ON tasks (tenant, seq)",
+    "CREATE INDEX IF NOT EXISTS tasks_by_status ON tasks (tenant, status, seq)",
+    "CREATE INDEX IF NOT EXISTS tasks_by_capability ON tasks (tenant, capability, seq)",
+    "CREATE INDEX IF NOT EXISTS tasks_by_both ON tasks (tenant, status, capability, seq)",
     "CREATE INDEX IF NOT EXISTS tasks_queued ON tasks (seq) WHERE status = 'queued'",
     "CREATE INDEX IF NOT EXISTS tasks_leased ON tasks (lease_until) WHERE status = 'running'",
+    "CREATE INDEX IF NOT EXISTS tasks_unconfirmed ON tasks (seq) WHERE status = 'unconfirmed'",
     """CREATE TABLE IF NOT EXISTS artifacts (
         artifact_id TEXT PRIMARY KEY,
         tenant TEXT NOT NULL,
@@ -103,9 +118,18 @@ _TABLES = (
 )
 
 _ADDED_COLUMNS = (
-    # (table, column, definition): columns added after the table was first made (schema 4).
+    # (table, column, definition): columns added after the table was first made (schema 4, 5).
     ("ledger", "model", "TEXT NOT NULL DEFAULT ''"),
     ("api_keys", "prefix", "TEXT NOT NULL DEFAULT ''"),
+    ("tasks", "completed_at", "REAL"),
+)
+
+_ON_ADDED_COLUMNS = (
+    # Indexes of added columns (made once the column exists), then their values in old rows.
+    """CREATE INDEX IF NOT EXISTS tasks_ended ON tasks (completed_at)
+        WHERE completed_at IS NOT NULL""",
+    """UPDATE tasks SET completed_at = task_completed_at(record)
+        WHERE completed_at IS NULL AND status IN ('succeeded', 'failed', 'canceled')""",
 )
 
 _FROM_V1 = (
@@ -150,6 +174,9 @@ def _create_or_migrate(conn: sqlite3.Connection) -> None:
             for statement in _TABLES:  # a schema-2 file only gains the new tables
                 conn.execute(statement)
             _add_columns(conn)
+            conn.create_function("task_completed_at", 1, _completed_at, deterministic=True)
+            for statement in _ON_ADDED_COLUMNS:
+                conn.execute(statement)
             if version == 1:
                 for statement in _FROM_V1:
                     conn.execute(statement)
@@ -166,3 +193,15 @@ def _add_columns(conn: sqlite3.Connection) -> None:
         present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
         if column not in present:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+
+
+class _Ended(msgspec.Struct):
+    completed_at: float | None = None
+
+
+_ended = msgspec.msgpack.Decoder(_Ended)
+
+
+def _completed_at(record: bytes) -> float | None:
+    """`completed_at` of a task's msgpack record (the migration to schema 5 fills the column)."""
+    return _ended.decode(record).completed_at

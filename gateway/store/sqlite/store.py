@@ -42,6 +42,7 @@ from gateway.store.sqlite.errors import store_errors
 from gateway.store.sqlite.lock import claim_for_serving
 from gateway.store.sqlite.memory import Memory
 from gateway.store.sqlite.schema import connect
+from gateway.store.sqlite.task_index import SqliteTaskIndexArea
 from gateway.store.sqlite.tasks import SqliteTaskArea
 from gateway.store.sqlite.wallet import SqliteWalletArea
 
@@ -56,16 +57,21 @@ _REPLY_SWEEP_ROWS = 32
 
 
 class SqliteStore(
-    SqliteKeyArea, SqliteAdmissionArea, SqliteWalletArea, SqliteTaskArea, SqliteArtifactArea
+    SqliteKeyArea,
+    SqliteAdmissionArea,
+    SqliteWalletArea,
+    SqliteTaskArea,
+    SqliteTaskIndexArea,
+    SqliteArtifactArea,
 ):
     """The `gateway.store.base.Store` on SQLite (stdlib sqlite3, WAL, one connection).
 
     Each area is a module of its own, mixed in here: keys (`api_keys.py`), admission
-    (`admission.py`), wallet and ledger (`wallet.py`), tasks (`tasks.py`), artifacts
-    (`artifacts.py`). This class opens and closes the file and runs their statements
-    (`_read`, `_write`), with SQLite's errors mapped in one place (`errors.py`). Every time
-    that decides anything (holds, leases, buckets, sweeps, reply and task expiry) comes from
-    `clock`, so tests move it instead of sleeping.
+    (`admission.py`), wallet and ledger (`wallet.py`), tasks (`tasks.py`; their listing and
+    retention: `task_index.py`), artifacts (`artifacts.py`). This class opens and closes the
+    file and runs their statements (`_read`, `_write`), with SQLite's errors mapped in one
+    place (`errors.py`). Every time that decides anything (holds, leases, buckets, sweeps,
+    reply and task expiry) comes from `clock`, so tests move it instead of sleeping.
     """
 
     def __init__(

@@ -25,18 +25,18 @@ import msgspec
 from gateway.store import buckets
 from gateway.store.ledger_ids import debit_id, refund_id
 from gateway.store.sqlite import ops
-from gateway.store.sqlite.memory import Memory
+from gateway.store.sqlite.memory import FENCE_SECONDS, Memory
 from gateway.store.tasks import (
     TERMINAL,
     WORKER_LOST,
+    TaskAbandon,
+    TaskConfirm,
     TaskCreate,
     TaskCreateOutcome,
     TaskCreateResult,
     TaskFinal,
-    TaskPage,
     TaskProgress,
     TaskRecord,
-    TaskStatus,
     TerminalStatus,
     worker_lost_error,
 )
@@ -47,6 +47,10 @@ _T = TypeVar("_T")
 
 _POLL_SECONDS = 0.2
 """How often a waiting claim looks again for leases that ran out."""
+
+_UNCONFIRMED = "unconfirmed"
+"""The `status` column of a task not confirmed yet (its record reads `queued`): the queue's
+index only sees `queued` rows, so no worker can claim it."""
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(TaskRecord)
@@ -80,7 +84,9 @@ class SqliteTaskArea:
         r, t = mem.levels(c.api_key_id, c.limits, now)
         held = mem.held(c.tenant, now)
         limited = c.limits.requests_per_minute > 0 and r < 1
-        if limited:
+        if mem.fenced.get(c.task_id, 0.0) > now:
+            outcome, task, available = TaskCreateOutcome.ABANDONED, None, 0
+        elif limited:
             outcome, task = TaskCreateOutcome.RATE_LIMITED, None
             available = self._read(lambda conn: ops.balance(conn, c.tenant)) - held
         else:
@@ -90,39 +96,40 @@ class SqliteTaskArea:
             # Committed: now the request is taken (a failed transaction took nothing).
             r -= 1 if c.limits.requests_per_minute > 0 else 0
             mem.store_levels(c.api_key_id, c.limits, r, t, now)
-            if outcome is TaskCreateOutcome.CREATED:
-                self._wake_claimers()
+            if outcome is TaskCreateOutcome.CREATED and task is not None and task.price_units:
+                mem.hold(c.tenant, c.task_id, task.price_units, now + c.hold_seconds)
         rate = buckets.state(c.limits, r, t, 0, limited)
         return TaskCreateResult(outcome=outcome, rate=rate, task=task, available_units=available)
+
+    async def confirm_task(self, confirm: TaskConfirm) -> TaskRecord | None:
+        await self._may_write()
+        tenant, task_id = confirm.tenant, confirm.task_id
+        task, confirmed = self._write(lambda conn, now: _confirm(conn, tenant, task_id, now))
+        if confirmed:  # committed: the debit replaces the hold
+            self._mem.unhold(tenant, task_id)
+            self._wake_claimers()
+        return task
+
+    async def abandon_task(self, abandon: TaskAbandon) -> None:
+        await self._may_write()
+        mem, tenant, task_id = self._mem, abandon.tenant, abandon.task_id
+        mem.fenced[task_id] = self._clock() + FENCE_SECONDS
+        if self._write(lambda conn, _now: _abandon(conn, abandon)):
+            mem.unhold(tenant, task_id)
+
+    async def abandon_unconfirmed(self, *, older_than: float, limit: int = 100) -> int:
+        before = self._clock() - older_than
+        rows = self._rows(  # (the literal lets SQLite use the partial index)
+            "SELECT record FROM tasks WHERE status = 'unconfirmed' ORDER BY seq LIMIT ?", (limit,)
+        )
+        stale = [t for t in (_decoder.decode(row[0]) for row in rows) if t.created_at <= before]
+        for task in stale:  # (their idempotency rows are found by task id: no scope needed)
+            await self.abandon_task(TaskAbandon(tenant=task.tenant, task_id=task.task_id))
+        return len(stale)
 
     async def get_task(self, tenant: str, task_id: str) -> TaskRecord | None:
         task = self._read(lambda conn: _load(conn, task_id))
         return task if task is not None and task.tenant == tenant else None
-
-    async def list_tasks(
-        self,
-        tenant: str,
-        *,
-        limit: int,
-        after: str | None = None,
-        status: TaskStatus | None = None,
-        capability: str | None = None,
-    ) -> TaskPage:
-        if limit < 1:
-            raise ValueError("limit must be at least 1")
-        sql, params = "SELECT record FROM tasks WHERE tenant = ?", [tenant]
-        if after is not None:
-            # An unknown `after` makes the bound NULL, so nothing matches: an empty page.
-            sql += " AND seq < (SELECT seq FROM tasks WHERE task_id = ? AND tenant = ?)"
-            params += [after, tenant]
-        if status is not None:
-            sql, params = sql + " AND status = ?", [*params, status]
-        if capability is not None:
-            sql, params = sql + " AND capability = ?", [*params, capability]
-        rows = self._rows(sql + " ORDER BY seq DESC LIMIT ?", (*params, limit + 1))
-        return TaskPage(
-            tasks=[_decoder.decode(r[0]) for r in rows[:limit]], has_more=len(rows) > limit
-        )
 
     async def claim_task(
         self,
@@ -168,20 +175,25 @@ class SqliteTaskArea:
         return self._write(body)
 
     async def request_cancel(self, tenant: str, task_id: str) -> TaskRecord | None:
-        def body(conn: sqlite3.Connection, _now: float) -> TaskRecord | None:
-            task = _load(conn, task_id)
+        def body(conn: sqlite3.Connection, _now: float) -> tuple[TaskRecord | None, bool]:
+            task, unconfirmed = _load_row(conn, task_id)
             if task is None or task.tenant != tenant:
-                return None
+                return None, False
             now = self._clock()
             if task.status == "queued":
-                task = msgspec.structs.replace(task, cancel_requested_at=now)
-                return _finish(conn, task, now, "canceled", task.price_units, "canceled")
+                # Unconfirmed, it was never charged: its price goes (and its hold, below).
+                price = 0 if unconfirmed else task.price_units
+                task = msgspec.structs.replace(task, cancel_requested_at=now, price_units=price)
+                return _finish(conn, task, now, "canceled", price, "canceled"), unconfirmed
             if task.status == "running" and task.cancel_requested_at is None:
-                return _save(conn, msgspec.structs.replace(task, cancel_requested_at=now))
-            return task
+                return _save(conn, msgspec.structs.replace(task, cancel_requested_at=now)), False
+            return task, False
 
         await self._may_write()
-        return self._write(body)
+        task, unconfirmed = self._write(body)
+        if unconfirmed:
+            self._mem.unhold(tenant, task_id)
+        return task
 
     async def finalize_task(self, final: TaskFinal) -> TaskRecord:
         f = final
@@ -189,9 +201,11 @@ class SqliteTaskArea:
             raise ValueError("refund_units must not be negative")
 
         def body(conn: sqlite3.Connection, _now: float) -> TaskRecord:
-            task = _load(conn, f.task_id)
+            task, unconfirmed = _load_row(conn, f.task_id)
             if task is None:
                 raise KeyError(f.task_id)
+            if unconfirmed:  # never charged nor claimed: nothing to end
+                raise ValueError(f"task {f.task_id!r} was never confirmed")
             if task.status in TERMINAL:
                 return task  # finalized before: nothing changes, whatever `final` says
             if f.refund_units > task.price_units:
@@ -241,10 +255,19 @@ def _load(conn: sqlite3.Connection, task_id: str) -> TaskRecord | None:
     return _decoder.decode(row[0]) if row is not None else None
 
 
+def _load_row(conn: sqlite3.Connection, task_id: str) -> tuple[TaskRecord | None, bool]:
+    """The task and whether it is still unconfirmed."""
+    row = conn.execute("SELECT record, status FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
+    if row is None:
+        return None, False
+    return _decoder.decode(row[0]), row[1] == _UNCONFIRMED
+
+
 def _save(conn: sqlite3.Connection, task: TaskRecord) -> TaskRecord:
     conn.execute(
-        "UPDATE tasks SET status = ?, lease_until = ?, record = ? WHERE task_id = ?",
-        (task.status, task.lease_until, _encoder.encode(task), task.task_id),
+        "UPDATE tasks SET status = ?, lease_until = ?, completed_at = ?, record = ?"
+        " WHERE task_id = ?",
+        (task.status, task.lease_until, task.completed_at, _encoder.encode(task), task.task_id),
     )
     return task
 
@@ -252,7 +275,7 @@ def _save(conn: sqlite3.Connection, task: TaskRecord) -> TaskRecord:
 def _create(
     conn: sqlite3.Connection, c: TaskCreate, held: int, now: float
 ) -> tuple[TaskCreateOutcome, TaskRecord | None, int]:
-    """Steps (b) to (d) of `Store.create_task`: (outcome, task, available units)."""
+    """The durable part of `Store.create_task`: (outcome, task, available units)."""
     available = ops.balance(conn, c.tenant) - held
     claim = c.idempotency
     if claim is not None:
@@ -263,29 +286,20 @@ def _create(
         if row is not None:
             if row[0] != claim.fingerprint:
                 return TaskCreateOutcome.KEY_REUSED, None, available
-            if (task := _load(conn, row[1])) is not None:
+            task, unconfirmed = _load_row(conn, row[1])
+            if unconfirmed:
+                return TaskCreateOutcome.IN_PROGRESS, None, available
+            if task is not None:
                 return TaskCreateOutcome.REPLAY, task, available
-    if (task := _load(conn, c.task_id)) is not None:  # a retried create: never debit twice
+    task, unconfirmed = _load_row(conn, c.task_id)
+    if task is not None:  # the same create again: nothing twice
         if task.tenant != c.tenant:
             raise ValueError(f"task id {c.task_id!r} belongs to another tenant")
-        return TaskCreateOutcome.REPLAY, task, available
+        outcome = TaskCreateOutcome.CREATED if unconfirmed else TaskCreateOutcome.REPLAY
+        return outcome, task, available
     if c.price_units > 0 and c.price_units > available:
         return TaskCreateOutcome.INSUFFICIENT_CREDITS, None, available
 
-    if c.price_units > 0:  # (the ledger's unique (tenant, id) makes any entry apply once)
-        reason = f"{c.capability} {c.resolved_model}"
-        ops.append_entry(
-            conn,
-            c.tenant,
-            debit_id(c.task_id),
-            "debit",
-            -c.price_units,
-            now,
-            reason=reason,
-            task_id=c.task_id,
-            request_id=c.request_id,
-            model=c.resolved_model,
-        )
     task = TaskRecord(
         task_id=c.task_id,
         tenant=c.tenant,
@@ -303,14 +317,57 @@ def _create(
     )
     conn.execute(
         "INSERT INTO tasks (task_id, tenant, status, capability, record) VALUES (?, ?, ?, ?, ?)",
-        (c.task_id, c.tenant, "queued", c.capability, _encoder.encode(task)),
+        (c.task_id, c.tenant, _UNCONFIRMED, c.capability, _encoder.encode(task)),
     )
-    if claim is not None:  # complete at once: a duplicate arriving now is a REPLAY
+    if claim is not None:  # complete at once: a duplicate is IN_PROGRESS, then a REPLAY
         conn.execute(
             "INSERT OR REPLACE INTO idempotency VALUES (?, ?, ?, NULL, ?)",
             (claim.scope, claim.fingerprint, c.task_id, now + c.reply_ttl_seconds),
         )
     return TaskCreateOutcome.CREATED, task, available
+
+
+def _confirm(
+    conn: sqlite3.Connection, tenant: str, task_id: str, now: float
+) -> tuple[TaskRecord | None, bool]:
+    """The debit (the ledger's unique (tenant, id) makes it apply once) and the queue: (the task,
+    whether this confirmed it)."""
+    task, unconfirmed = _load_row(conn, task_id)
+    if task is None or task.tenant != tenant:
+        return None, False
+    if not unconfirmed:
+        return task, False
+    if task.price_units > 0:
+        ops.append_entry(
+            conn,
+            tenant,
+            debit_id(task_id),
+            "debit",
+            -task.price_units,
+            now,
+            reason=f"{task.capability} {task.resolved_model}",
+            task_id=task_id,
+            request_id=task.request_id,
+            model=task.resolved_model,
+        )
+    conn.execute("UPDATE tasks SET status = 'queued' WHERE task_id = ?", (task_id,))
+    return task, True
+
+
+def _abandon(conn: sqlite3.Connection, abandon: TaskAbandon) -> bool:
+    """Remove an unconfirmed task with its idempotency row; True when there was one."""
+    task, unconfirmed = _load_row(conn, abandon.task_id)
+    if task is None or task.tenant != abandon.tenant or not unconfirmed:
+        return False
+    conn.execute("DELETE FROM tasks WHERE task_id = ?", (abandon.task_id,))
+    if abandon.idempotency_scope:
+        conn.execute(
+            "DELETE FROM idempotency WHERE scope = ? AND call_id = ?",
+            (abandon.idempotency_scope, abandon.task_id),
+        )
+    else:  # (the sweep of a dead gateway's creates: rare, a scan is fine)
+        conn.execute("DELETE FROM idempotency WHERE call_id = ?", (abandon.task_id,))
+    return True
 
 
 def _claim(
