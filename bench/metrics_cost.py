@@ -27,13 +27,17 @@ def measure(n: int, stream: bool) -> float:
     """Microseconds of process CPU per request."""
     from prometheus_client import CollectorRegistry
 
+    from gateway.billing.money import UNITS_PER_CREDIT
     from gateway.metrics import DisabledMetrics, Metrics
 
     kind = os.environ.get("VARIANT", "live")
     metrics = (
         DisabledMetrics()
         if kind == "off"
-        else Metrics(None if kind == "multiprocess" else CollectorRegistry(auto_describe=False))
+        else Metrics(
+            None if kind == "multiprocess" else CollectorRegistry(auto_describe=False),
+            units_per_credit=UNITS_PER_CREDIT,
+        )
     )
     started = time.process_time()
     for i in range(n):

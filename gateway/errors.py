@@ -1,4 +1,4 @@
-"""The gateway's one error tree; `gateway.api.envelope` renders every member as the envelope.
+"""The gateway's one error tree; `gateway.http.exception_handler` renders each as the envelope.
 
     GatewayError                      500 internal_error (retryable)
     ├── InvalidRequest                400 invalid_request           (chat bodies)
@@ -36,12 +36,8 @@ Services set them; `gateway.api` renders them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import msgspec
-
-if TYPE_CHECKING:
-    from gateway.store.base import RateState
 
 __all__ = [
     "AdminDisabled",
@@ -87,8 +83,9 @@ class GatewayError(Exception):
     default_message: str = "The server failed to handle the request."
     model: str | None = None
     """The model the failed call was resolved to (for the log line), when it got that far."""
-    rate: RateState | None = None
-    """The caller's rate-limit state after its check (for the headers), when it got that far."""
+    rate: object | None = None
+    """The caller's rate-limit state after its check (a `gateway.store.RateState`), when it got
+    that far: the HTTP edge renders it as the x-ratelimit-* headers, and a 429's Retry-After."""
     route: str | None = None
     """How the call was routed when it reached an upstream (`x-gateway-route`; `model` is
     then the model that answered, or the last one tried)."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gateway.auth import hash_api_key
+from gateway.auth.issuing import UnknownTenant, check_tenant, issue_key
 from gateway.billing.money import format_credits, parse_credits
 from gateway.config.loader import GatewayConfig
 from gateway.config.schema import CAPABILITIES, ModelEntry
@@ -24,7 +25,6 @@ from gateway.errors import (
     TenantNotFound,
     ValidationFailed,
 )
-from gateway.keys import UnknownTenant, check_tenant, issue_key
 from gateway.routing.breakers import BreakerState
 from gateway.routing.resolver import Router
 from gateway.store.base import ApiKeyRecord, LedgerEntry, Store, TaskRecord, TaskStatus, Wallet

@@ -23,11 +23,12 @@ from gateway.admin import service
 from gateway.admin.token import check_admin_token
 from gateway.admin.usage import usage_report
 from gateway.api.admin_views import entry_view, key_view, task_view, tenant_view, usage_view
-from gateway.api.wallet import LedgerList, ledger_list
-from gateway.context import context_of
+from gateway.api.resources import Resources
+from gateway.api.wallet import ledger_list
 from gateway.errors import KeyNotFound, ValidationFailed
-from gateway.json_body import decode_json, require_json_content_type
-from gateway.resources import Resources
+from gateway.http.context import context_of
+from gateway.http.json_body import decode_json, require_json_content_type
+from gateway.schemas.wallet import LedgerList
 
 __all__ = ["ADMIN_PATH", "HANDLERS"]
 
@@ -51,7 +52,7 @@ _new_entry = msgspec.json.Decoder(_NewEntry)
 async def _admin_only(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
     resources: Resources = connection.app.state.resources
     authorization = context_of(connection.scope).authorization
-    check_admin_token(authorization, resources.settings.admin_token_hash)
+    check_admin_token(authorization, resources.admin_token_hash)
 
 
 def _query(request: Request[Any, Any, Any], name: str) -> str | None:

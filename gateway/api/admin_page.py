@@ -52,7 +52,7 @@ _MEDIA_TYPES = {
 @cache
 def _read(name: str) -> bytes:
     """Package files do not change while the process runs: read each once."""
-    return files("gateway.admin_page").joinpath(name).read_bytes()
+    return files("gateway.api.admin_assets").joinpath(name).read_bytes()
 
 
 def _file_response(name: str) -> Response[bytes]:

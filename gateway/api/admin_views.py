@@ -10,8 +10,8 @@ from typing import Any
 
 from gateway.admin.service import TenantSummary
 from gateway.admin.usage import UsageReport
-from gateway.api.wallet import iso
 from gateway.billing.money import format_credits
+from gateway.schemas.times import iso
 from gateway.store.base import ApiKeyRecord, LedgerEntry, TaskRecord
 
 __all__ = ["entry_view", "key_view", "task_view", "tenant_view", "usage_view"]

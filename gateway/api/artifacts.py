@@ -12,21 +12,21 @@ that could end the quoted string, and the exact name as UTF-8 in `filename*`.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
 from litestar import Request, Response, get, route
 from litestar.response import Stream
 
-from gateway.api.byte_range import requested_range
 from gateway.api.dependencies import authenticate
-from gateway.api.openapi_doc import Content, OperationDoc, documented
+from gateway.api.openapi.doc import Content, OperationDoc, documented
+from gateway.api.resources import Resources
 from gateway.auth import Caller
-from gateway.context import context_of
 from gateway.errors import ErrorDetail, NotFound, ValidationFailed
-from gateway.resources import Resources
+from gateway.http.byte_range import requested_range
+from gateway.http.context import context_of
 from gateway.schemas.artifacts import ArtifactView
+from gateway.schemas.times import iso
 from gateway.store.base import ArtifactRecord
 
 __all__ = ["HANDLERS", "artifact_view", "content_disposition"]
@@ -46,13 +46,9 @@ def artifact_view(record: ArtifactRecord) -> dict[str, Any]:
         "sha256": record.sha256,
         "source": record.kind,
         "task_id": record.task_id,
-        "created_at": _iso(record.created_at),
-        "expires_at": _iso(record.expires_at),
+        "created_at": iso(record.created_at),
+        "expires_at": iso(record.expires_at),
     }
-
-
-def _iso(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
 
 
 _BYTES = {"type": "string", "contentMediaType": "application/octet-stream"}

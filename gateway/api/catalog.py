@@ -12,10 +12,10 @@ import msgspec
 from litestar import get
 
 from gateway.api.models import created_at
-from gateway.api.openapi_doc import OperationDoc, documented
+from gateway.api.openapi.doc import OperationDoc, documented
+from gateway.api.resources import Resources
 from gateway.auth import Caller
 from gateway.config.schema import ModelEntry
-from gateway.resources import Resources
 
 __all__ = ["HANDLERS", "list_capabilities", "list_catalog_models"]
 

@@ -15,18 +15,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from litestar import asgi
 
-from gateway.api.chat_stream import send_event_stream
 from gateway.api.dependencies import authenticate
-from gateway.api.openapi_doc import Content, OperationDoc, documented
+from gateway.api.openapi.doc import Content, OperationDoc, documented
+from gateway.api.resources import Resources
 from gateway.api.responses import route_headers, send_bytes, send_reply
 from gateway.chat.outcomes import ChatCompleted, ChatReplayed
-from gateway.context import context_of
 from gateway.errors import InvalidRequest, MethodNotAllowed, PayloadTooLarge
-from gateway.json_body import require_json_content_type
-from gateway.resources import Resources
-from gateway.schemas.chat import ChatRequestBody
+from gateway.http.context import context_of
+from gateway.http.event_stream import send_event_stream
+from gateway.http.json_body import decode_json, require_json_content_type
+from gateway.http.openai_sse import OPENAI_SSE
+from gateway.schemas.chat import ChatRequest, ChatRequestBody
 from gateway.schemas.chat_response import ChatCompletion, ChatCompletionChunk
 
 __all__ = ["HANDLERS", "chat_completions"]
@@ -40,6 +42,7 @@ _EVENTS = Content(
     },
     events=ChatCompletionChunk,
 )
+_REQUEST = msgspec.json.Decoder(ChatRequest)
 _ROUTED = {"x-gateway-model": False, "x-gateway-route": False}
 _UPSTREAM = {**_ROUTED, "Retry-After": False}
 _DOC = OperationDoc(
@@ -79,7 +82,12 @@ async def chat_completions(scope: Any, receive: Any, send: Any) -> None:
     require_json_content_type(ctx.content_type)
     body = await _read_body(receive, resources.config.file.gateway.max_body_bytes)
     outcome = await resources.chat.handle(
-        caller, body, request_id=ctx.request_id, idempotency_key=ctx.idempotency_key
+        caller,
+        decode_json(body, _REQUEST, InvalidRequest),
+        body_size=len(body),
+        framer=OPENAI_SSE,
+        request_id=ctx.request_id,
+        idempotency_key=ctx.idempotency_key,
     )
     ctx.model = outcome.model
     ctx.rate = outcome.rate

@@ -7,9 +7,9 @@ from typing import Any
 from litestar import Request
 from litestar.datastructures import State
 
+from gateway.api.resources import Resources
 from gateway.auth import Caller
-from gateway.context import RequestContext, context_of
-from gateway.resources import Resources
+from gateway.http.context import RequestContext, context_of
 
 __all__ = ["authenticate", "provide_caller", "provide_resources"]
 

@@ -10,8 +10,8 @@ import msgspec
 from litestar import get
 from litestar.response import Response
 
-from gateway.api.openapi_doc import OperationDoc, documented
-from gateway.resources import Resources
+from gateway.api.openapi.doc import OperationDoc, documented
+from gateway.api.resources import Resources
 
 __all__ = ["HANDLERS", "HealthDegraded", "HealthOk", "health"]
 

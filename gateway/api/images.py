@@ -8,7 +8,7 @@ import msgspec
 from litestar import Request, Response, post
 
 from gateway.api.media_create import create_doc, create_task
-from gateway.resources import Resources
+from gateway.api.resources import Resources
 from gateway.schemas.media import (
     ImageGenerationBody,
     ImageGenerationRequest,

@@ -10,12 +10,12 @@ import msgspec
 from litestar import Request, Response
 
 from gateway.api.dependencies import authenticate
-from gateway.api.openapi_doc import OperationDoc, documented
+from gateway.api.openapi.doc import OperationDoc, documented
+from gateway.api.resources import Resources
 from gateway.api.task_view import task_view
-from gateway.context import context_of
 from gateway.errors import ValidationFailed
-from gateway.json_body import decode_json, require_json_content_type
-from gateway.resources import Resources
+from gateway.http.context import context_of
+from gateway.http.json_body import decode_json, require_json_content_type
 from gateway.schemas.media import MediaRequest
 from gateway.schemas.tasks import TaskView
 

@@ -8,10 +8,10 @@ from typing import Any
 from litestar import Request, get
 from litestar.response import Response
 
+from gateway.api.resources import Resources
 from gateway.errors import NotFound
 from gateway.metrics import CONTENT_TYPE, LiveFacts, MetricsExporter
 from gateway.metrics.exposition import read_queue_depth
-from gateway.resources import Resources
 
 __all__ = ["HANDLERS", "metrics"]
 

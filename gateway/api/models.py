@@ -5,10 +5,10 @@ from __future__ import annotations
 import msgspec
 from litestar import get
 
-from gateway.api.openapi_doc import OperationDoc, documented
+from gateway.api.openapi.doc import OperationDoc, documented
+from gateway.api.resources import Resources
 from gateway.auth import Caller
 from gateway.config.schema import ModelEntry
-from gateway.resources import Resources
 from gateway.routing.resolver import ModelNotFound
 
 __all__ = ["HANDLERS", "ModelList", "ModelObject", "created_at", "list_models", "retrieve_model"]

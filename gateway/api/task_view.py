@@ -6,12 +6,12 @@ valid for the next hour; the task itself stores artifact ids only.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 from gateway.artifacts.service import ArtifactService
 from gateway.billing.money import format_credits, format_usd
+from gateway.schemas.times import iso
 from gateway.store.base import TaskRecord
 
 __all__ = ["task_view"]
@@ -20,9 +20,7 @@ _UNITS = {"text_to_image": "image", "image_to_image": "image"}
 
 
 def _iso(timestamp: float | None) -> str | None:
-    if timestamp is None:
-        return None
-    return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
+    return None if timestamp is None else iso(timestamp)
 
 
 def task_view(task: TaskRecord, artifacts: ArtifactService, rate: Decimal) -> dict[str, Any]:

@@ -7,13 +7,13 @@ from typing import Any, cast
 from litestar import get, post
 from litestar.params import Parameter
 
-from gateway.api.openapi_doc import OperationDoc, documented
+from gateway.api.openapi.doc import OperationDoc, documented
 from gateway.api.query import page_limit
+from gateway.api.resources import Resources
 from gateway.api.task_view import task_view
 from gateway.auth import Caller
 from gateway.config.schema import CAPABILITIES
 from gateway.errors import ErrorDetail, ValidationFailed
-from gateway.resources import Resources
 from gateway.schemas.tasks import TaskList, TaskView
 from gateway.store.base import TaskStatus
 

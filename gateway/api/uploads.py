@@ -7,10 +7,10 @@ from typing import Any
 from litestar import Request, post
 
 from gateway.api.artifacts import artifact_view
-from gateway.api.openapi_doc import Content, OperationDoc, documented
+from gateway.api.openapi.doc import Content, OperationDoc, documented
+from gateway.api.resources import Resources
 from gateway.artifacts.service import UPLOAD_MAX_BYTES
 from gateway.auth import Caller
-from gateway.resources import Resources
 from gateway.schemas.artifacts import ArtifactView
 
 __all__ = ["HANDLERS"]

@@ -2,61 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
-import msgspec
 from litestar import get
 from litestar.params import Parameter
 
-from gateway.api.openapi_doc import OperationDoc, documented
+from gateway.api.openapi.doc import OperationDoc, documented
 from gateway.api.query import page_limit
+from gateway.api.resources import Resources
 from gateway.auth import Caller
 from gateway.billing.money import format_credits, format_usd
-from gateway.resources import Resources
+from gateway.schemas.times import iso
+from gateway.schemas.wallet import LedgerItem, LedgerList, WalletView
 from gateway.store.base import LedgerEntry, Store
 
-__all__ = [
-    "HANDLERS",
-    "LedgerItem",
-    "LedgerList",
-    "WalletView",
-    "get_ledger",
-    "get_wallet",
-    "iso",
-    "ledger_list",
-]
-
-
-class WalletView(msgspec.Struct, kw_only=True):
-    object: str = "wallet"
-    balance_credits: str
-    held_credits: str
-    available_credits: str
-    credits_per_usd_rate: str
-    balance_usd_reference: str
-
-
-class LedgerItem(msgspec.Struct, kw_only=True):
-    id: str
-    object: str = "ledger_entry"
-    kind: str
-    amount_credits: str
-    balance_after_credits: str
-    task_id: str | None
-    request_id: str | None
-    reason: str
-    created_at: str
-
-
-class LedgerList(msgspec.Struct, kw_only=True):
-    object: str = "list"
-    data: list[LedgerItem]
-    has_more: bool
-    next_after: str | None
-
-
-def iso(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
+__all__ = ["HANDLERS", "get_ledger", "get_wallet", "ledger_list"]
 
 
 @get(

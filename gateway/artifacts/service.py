@@ -15,8 +15,7 @@ created and again when the worker takes it. The worker then streams references w
 from __future__ import annotations
 
 import hashlib
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 from gateway.artifacts.blobs import BlobInfo, BlobStore, LocalBlobStore
@@ -26,6 +25,7 @@ from gateway.artifacts.fetch import ReferenceFetcher
 from gateway.artifacts.multipart import open_upload, sanitize_filename
 from gateway.artifacts.signing import UrlSigner
 from gateway.artifacts.sniff import AUDIO_TYPES, IMAGE_TYPES, extension_for, sniff
+from gateway.clock import Clock, wall
 from gateway.errors import NotFound, UnsupportedMediaType
 from gateway.ids import new_artifact_id
 from gateway.logging import get_logger
@@ -62,7 +62,7 @@ class ArtifactService:
         retention_seconds: float = 7 * 86_400,
         url_ttl_seconds: int = _URL_TTL_SECONDS,
         public_url: str = "",
-        clock: Callable[[], float] = time.time,
+        clock: Clock = wall,
         metrics: Metrics | None = None,
     ) -> None:
         self._store = store

@@ -12,8 +12,8 @@ import base64
 import hashlib
 import hmac
 import re
-import time
-from collections.abc import Callable
+
+from gateway.clock import Clock, wall
 
 __all__ = ["CONTENT_PATH", "UrlSigner"]
 
@@ -31,7 +31,7 @@ def _b64(raw: bytes) -> str:
 class UrlSigner:
     """Signs and verifies `(artifact_id, expires)` pairs with one secret."""
 
-    def __init__(self, secret: bytes, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, secret: bytes, clock: Clock = wall) -> None:
         if len(secret) < _MIN_SECRET_BYTES:
             raise ValueError(f"the signing secret needs at least {_MIN_SECRET_BYTES} bytes")
         self._secret = secret

@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 
 from gateway.chat.plan import ChatPlan
-from gateway.error_mapping import as_gateway_error
 from gateway.errors import GatewayError, ModelUnavailable
 from gateway.routing.fallback import RouteNote, route_note
 from gateway.routing.resolver import Route
+from gateway.routing.upstream_errors import as_gateway_error
 
 __all__ = ["all_open", "call_failure", "refuse_if_all_open", "route_taken"]
 

@@ -3,7 +3,7 @@
 Two store round trips per call: `admit` before the upstream call, and `settle` (or `release`
 when the call failed before producing anything) before the last bytes reach the client, so the
 charge in `usage.credits` is already real when the client reads it. When the store stalls,
-`gateway.finisher` retries the finishing step: a call that ran is answered with its result
+`gateway.admission.finisher` retries the finishing step: a call that ran is answered with its result
 (never with a retryable error it was charged for), one that failed is released once the store
 is back, and an admission whose outcome is unknown is released (and fenced) the same way.
 
@@ -15,8 +15,9 @@ route whose breaker is open is passed over. The call settles once, at the price 
 that answered; when none did, the hold is released and the last failure is the answer (a
 pinned model whose breaker is open: 503 `model_unavailable` at once, before admission).
 
-The service knows no HTTP: it takes the caller, the body's bytes, the request id and the
-Idempotency-Key, and returns an outcome (`gateway.chat.outcomes`) or raises a
+The service knows no HTTP: it takes the caller, the decoded request (and its body's size, which
+bounds the prompt), the client dialect's stream framer, the request id and the Idempotency-Key,
+and returns an outcome (`gateway.chat.outcomes`) or raises a
 `gateway.errors.GatewayError` carrying the model, the route and the rate state when the call
 got that far. The call's identity (`gateway.store.base.Call`) is built once, here, and carried
 from admission to settlement or release.
@@ -31,9 +32,12 @@ from decimal import Decimal
 import msgspec
 from msgspec import UNSET
 
-from gateway.admission import Gatekeeper
+from gateway.admission.finisher import CallFinisher
+from gateway.admission.gatekeeper import Gatekeeper
+from gateway.admission.idempotency import chat_claim
 from gateway.auth import Caller
 from gateway.billing.pricing import ChatPrice
+from gateway.chat.framing import StreamFramer
 from gateway.chat.outcomes import (
     MODEL_HEADER,
     ROUTE_HEADER,
@@ -46,16 +50,15 @@ from gateway.chat.plan import ChatPlan, HoldBound, chat_needs, options_problems,
 from gateway.chat.route_report import all_open, call_failure, refuse_if_all_open, route_taken
 from gateway.chat.streaming import StreamJob
 from gateway.chat.usage import Charge, charge_for, usage_fields
-from gateway.chat.validation import parse_chat_request
-from gateway.error_mapping import as_gateway_error
+from gateway.chat.validation import check_chat_request
 from gateway.errors import InvalidRequest, StoreUnavailable
-from gateway.finisher import CallFinisher
-from gateway.idempotency import chat_claim
 from gateway.ids import new_completion_id
 from gateway.logging import get_logger
 from gateway.metrics import DisabledMetrics, Metrics
 from gateway.routing.fallback import RouteNote, failure_reason, falls_back, retry_delay
 from gateway.routing.resolver import NO_NEEDS, Choice, Route, Router
+from gateway.routing.upstream_errors import as_gateway_error
+from gateway.schemas.chat import ChatRequest
 from gateway.store.base import Call, RateState, Release, Settlement, StoredReply
 from providers.base import ChatCompletion
 from providers.errors import ProviderError
@@ -87,9 +90,16 @@ class ChatService:
         self._needs = router.uses_needs("chat")
 
     async def handle(
-        self, caller: Caller, body: bytes, *, request_id: str, idempotency_key: str | None
+        self,
+        caller: Caller,
+        request: ChatRequest,
+        *,
+        body_size: int,
+        framer: StreamFramer,
+        request_id: str,
+        idempotency_key: str | None,
     ) -> ChatOutcome:
-        """One chat call, from the request's bytes to its outcome.
+        """One chat call, from the decoded request to its outcome.
 
         Errors raised once the model is resolved carry it (`GatewayError.model`), once the
         call was admitted its rate state (`GatewayError.rate`), and once an upstream was tried
@@ -97,7 +107,7 @@ class ChatService:
         (`GatewayError.upstream_seconds`); a refusal at admission carries the rate state from
         `Gatekeeper`."""
         started = time.perf_counter()
-        request = parse_chat_request(body)
+        check_chat_request(request)
         tenant = caller.tenant
         needs = chat_needs(request) if self._needs and request.model == "auto" else NO_NEEDS
         choice = self._router.choose(request.model, tenant, "chat", needs)
@@ -109,7 +119,7 @@ class ChatService:
                     raise InvalidRequest(
                         "; ".join(f"{p.field}: {p.message}" for p in problems), details=problems
                     )
-            plan = plan_call(request, choice, self._bound(choice), len(body))
+            plan = plan_call(request, choice, self._bound(choice), body_size)
             if not plan.routes[0].breaker.closed and idempotency_key is None:
                 refuse_if_all_open(plan)  # (a repeated key may have a reply to replay)
             call = Call(
@@ -143,7 +153,9 @@ class ChatService:
                     route=reply.headers.get(ROUTE_HEADER),
                     rate=rate,
                 )
-            return await self._run(call, plan, tenant.credits_per_usd, len(body), rate, started)
+            return await self._run(
+                call, plan, tenant.credits_per_usd, body_size, framer, rate, started
+            )
         except Exception as exc:
             error = as_gateway_error(exc)  # anything else is a fault of the gateway's own: 500
             if error.model is None:
@@ -160,6 +172,7 @@ class ChatService:
         plan: ChatPlan,
         credits_per_usd: Decimal,
         body_size: int,
+        framer: StreamFramer,
         rate: RateState,
         started: float,
     ) -> ChatCompleted | ChatStreaming:
@@ -210,7 +223,16 @@ class ChatService:
                     note = route_taken(plan, route, failed)
                     price = self._price(route)
                     job = StreamJob(
-                        self, call, route, plan, price, credits_per_usd, body_size, upstream, note
+                        self,
+                        framer,
+                        call,
+                        route,
+                        plan,
+                        price,
+                        credits_per_usd,
+                        body_size,
+                        upstream,
+                        note,
                     )
                     try:
                         await job.prefetch()

@@ -8,39 +8,42 @@ the stream ends in one of three ways, and each settles exactly once:
   upstream's breaker hears of it);
 - client went away: the upstream request is closed and what was produced is settled.
 
-The events are SSE bytes because an idempotent stream keeps them as its reply (replayed as is).
-Sending them, and noticing the client leave, is the api layer's (`gateway.api.chat_stream`).
+The events are framed here (by the client dialect's `StreamFramer`, which the HTTP edge gives)
+because an idempotent stream keeps them as its reply (replayed as is). Sending them, and
+noticing the client leave, is the edge's (`gateway.http.event_stream`). What the stream needs of
+the service (settling, the breakers' news) is `StreamOwner`.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
-
-import msgspec
+from typing import Any, Protocol
 
 from gateway.billing.pricing import ChatPrice
+from gateway.chat.framing import StreamFramer
 from gateway.chat.outcomes import MODEL_HEADER, ROUTE_HEADER
 from gateway.chat.plan import ChatPlan
 from gateway.chat.usage import Charge, charge_for, usage_fields
-from gateway.envelope import envelope_bytes
-from gateway.error_mapping import as_gateway_error
 from gateway.logging import get_logger
 from gateway.routing.resolver import Route
+from gateway.routing.upstream_errors import as_gateway_error
 from gateway.store.base import Call, StoredReply
 from providers.base import ChatStream
 
-if TYPE_CHECKING:
-    from gateway.chat.service import ChatService
+__all__ = ["StreamJob", "StreamOwner"]
 
-__all__ = ["SSE_CONTENT_TYPE", "StreamJob"]
-
-SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
-
-_encode = msgspec.json.Encoder().encode
 _log = get_logger("gateway.chat")
-_DONE = b"data: [DONE]\n\n"
+
+
+class StreamOwner(Protocol):
+    """What a stream reports to the service that started it (`ChatService`)."""
+
+    async def settle(
+        self, call: Call, route: Route, charge: Charge, reply: StoredReply | None
+    ) -> None: ...
+    def stream_ended(self, route: Route, chunks: int) -> None: ...
+    def stream_broken(self, route: Route, exc: BaseException) -> None: ...
 
 
 class StreamJob:
@@ -48,7 +51,8 @@ class StreamJob:
 
     def __init__(
         self,
-        service: ChatService,
+        service: StreamOwner,
+        framer: StreamFramer,
         call: Call,
         route: Route,
         plan: ChatPlan,
@@ -59,6 +63,7 @@ class StreamJob:
         note: str,
     ) -> None:
         self._service = service
+        self._framer = framer
         self._call = call
         self._route = route
         self._plan = plan
@@ -96,7 +101,7 @@ class StreamJob:
                 self._content_chunks += 1
         chunk["id"] = self._call.call_id
         chunk["model"] = self._route.model.id
-        data = b"data: " + _encode(chunk) + b"\n\n"
+        data = self._framer.chunk(chunk)
         if self._kept is not None:
             self._kept.append(data)
         return data
@@ -130,15 +135,15 @@ class StreamJob:
                     batch = []
             if not self.gone:
                 charge = self._charge()
-                tail = [_DONE]
+                tail = [self._framer.end()]
                 if self._plan.include_usage:
-                    tail.insert(0, b"data: " + _encode(self._usage_chunk(charge)) + b"\n\n")
+                    tail.insert(0, self._framer.chunk(self._usage_chunk(charge)))
                 reply = None
                 if self._kept is not None:
                     self._kept += tail
                     reply = StoredReply(
                         status=200,
-                        content_type=SSE_CONTENT_TYPE,
+                        content_type=self._framer.content_type,
                         body=b"".join(self._kept),
                         headers={MODEL_HEADER: self._route.model.id, ROUTE_HEADER: self.note},
                     )
@@ -153,7 +158,7 @@ class StreamJob:
             await self._settle_partial()
             error = as_gateway_error(failure)
             _log.warning("stream_broken", call_id=self._call.call_id, error=repr(failure))
-            batch.append(b"data: " + envelope_bytes(error, self._call.request_id) + b"\n\n")
+            batch.append(self._framer.error(error, self._call.request_id))
             yield b"".join(batch)
             return
         await self._service.settle(self._call, self._route, charge, reply)

@@ -27,15 +27,14 @@ import msgspec
 from gateway.client.errors import DownloadError, ProtocolError, TaskNotFinished, WaitTimeout
 from gateway.client.files import extension_for, guess_mime_type, safe_name, write_atomically
 from gateway.client.models import Artifact, Task, TaskPage
+from gateway.client.pace import Pace, changed
+from gateway.client.references import Reference, reference
 from gateway.client.retry import RetryPolicy, parse_retry_after
 from gateway.client.sender import Sender
 
 __all__ = ["ProgressCallback", "Reference", "TaskClient", "reference"]
 
 ProgressCallback = Callable[[Task], None]
-Reference = str | Artifact | Mapping[str, Any]
-"""An artifact id (`art_...`), an `https://` URL, a `data:` URI, an `Artifact`, or the API's
-own `{"type": ..., ...}` object."""
 
 _TASK = msgspec.json.Decoder(Task)
 _PAGE = msgspec.json.Decoder(TaskPage)
@@ -45,19 +44,6 @@ POLL_INITIAL = 0.5
 POLL_MAX = 5.0
 
 
-def reference(value: Reference) -> dict[str, Any]:
-    """The API's reference object for an image or audio input."""
-    if isinstance(value, Artifact):
-        return {"type": "artifact", "artifact_id": value.artifact_id}
-    if isinstance(value, Mapping):
-        return dict(value)
-    if value.startswith("data:"):
-        return {"type": "data_uri", "data_uri": value}
-    if value.startswith(("https://", "http://")):
-        return {"type": "url", "url": value}
-    return {"type": "artifact", "artifact_id": value}
-
-
 def _decode(decoder: msgspec.json.Decoder[Any], response: httpx.Response) -> Any:
     try:
         return decoder.decode(response.content)
@@ -65,30 +51,6 @@ def _decode(decoder: msgspec.json.Decoder[Any], response: httpx.Response) -> Any
         raise ProtocolError(
             f"{response.request.method} {response.request.url}: unexpected answer: {exc}"
         ) from exc
-
-
-def _changed(before: Task | None, now: Task) -> bool:
-    if before is None:
-        return True
-    return (before.status, before.progress) != (now.status, now.progress)
-
-
-class _Pace:
-    """When a task should finish, judging by how fast its progress percent rises."""
-
-    def __init__(self) -> None:
-        self._first: tuple[float, float] | None = None
-
-    def eta(self, percent: float, now: float) -> float | None:
-        """Seconds left at the average pace since the first poll; None until it moved."""
-        if self._first is None:
-            self._first = (percent, now)
-            return None
-        start, began = self._first
-        if percent <= start:
-            return None
-        rate = (percent - start) / max(now - began, 1e-6)
-        return max(0.0, 100.0 - percent) / rate
 
 
 class TaskClient:
@@ -301,13 +263,12 @@ class TaskClient:
         clock = self._sender.clock
         deadline = None if timeout is None else clock() + timeout
         interval, seen = POLL_INITIAL, None
-        pace = _Pace()
+        pace = Pace()
         while True:
             # Until the task was seen once, a gateway that never answers is a mistake (a wrong
             # URL), reported after the usual retries rather than at the deadline.
             task, hint = self._get(task_id, deadline if seen is not None else None)
-            changed = _changed(seen, task)
-            if on_progress is not None and changed:
+            if on_progress is not None and changed(seen, task):
                 on_progress(task)
             if task.terminal:
                 return task

@@ -16,6 +16,7 @@ from typing import Any
 
 import msgspec
 
+from gateway.config.limits import RateLimits
 from gateway.config.schema import (
     CAPABILITIES,
     FEATURES,
@@ -27,7 +28,6 @@ from gateway.config.schema import (
     ceiling_price,
     image_price,
 )
-from gateway.store.base import RateLimits
 from providers.registry import serves, spec_for
 
 __all__ = ["ConfigError", "GatewayConfig", "ProviderConfig", "Tenant", "load_config"]

@@ -114,7 +114,7 @@ async def read_queue_depth(read: Any) -> int | None:
         return None
 
 
-def open_metrics(enabled: bool) -> tuple[Metrics, MetricsExporter | None]:
+def open_metrics(enabled: bool, *, units_per_credit: int) -> tuple[Metrics, MetricsExporter | None]:
     """The instruments and their exporter (None when metrics are off).
 
     Multiprocess mode follows prometheus-client's own switch, `PROMETHEUS_MULTIPROC_DIR`, which
@@ -125,6 +125,7 @@ def open_metrics(enabled: bool) -> tuple[Metrics, MetricsExporter | None]:
     disable_created_metrics()  # type: ignore[no-untyped-call]
     directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
     if directory is not None:
-        return Metrics(None), MetricsExporter(None, directory)
+        return Metrics(None, units_per_credit=units_per_credit), MetricsExporter(None, directory)
     registry = CollectorRegistry(auto_describe=False)
-    return Metrics(registry), MetricsExporter(registry, None)
+    metrics = Metrics(registry, units_per_credit=units_per_credit)
+    return metrics, MetricsExporter(registry, None)

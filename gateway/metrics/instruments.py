@@ -21,7 +21,6 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from gateway.billing.money import UNITS_PER_CREDIT
 from gateway.errors import IdempotencyInProgress, IdempotencyKeyReused, RateLimited
 
 __all__ = ["UNMATCHED_ROUTE", "DisabledMetrics", "Metrics"]
@@ -56,11 +55,14 @@ class _Children:
 
 class Metrics:
     """The gateway's instruments, registered on `registry` (None in multiprocess mode: the
-    values live in files and the scrape reads them)."""
+    values live in files and the scrape reads them). Amounts come in the store's integer
+    units, `units_per_credit` to a credit (billing's, given by the composition root)."""
 
     enabled = True
 
-    def __init__(self, registry: CollectorRegistry | None) -> None:
+    def __init__(self, registry: CollectorRegistry | None, *, units_per_credit: int) -> None:
+        self._per_credit = units_per_credit
+
         def counter(name: str, doc: str, labels: Sequence[str]) -> _Children:
             return _Children(Counter(name, doc, labels, registry=registry))
 
@@ -211,7 +213,7 @@ class Metrics:
         self, model: str, units: int, prompt_tokens: int, completion_tokens: int
     ) -> None:
         if units:
-            self._charged("chat", model).inc(units / UNITS_PER_CREDIT)
+            self._charged("chat", model).inc(units / self._per_credit)
         if prompt_tokens:
             self._tokens(model, "in").inc(prompt_tokens)
         if completion_tokens:
@@ -220,7 +222,7 @@ class Metrics:
     def task_created(self, capability: str, model: str, units: int) -> None:
         self._tasks_created(capability, model).inc()
         if units:
-            self._charged(capability, model).inc(units / UNITS_PER_CREDIT)
+            self._charged(capability, model).inc(units / self._per_credit)
 
     def task_finished(
         self, capability: str, model: str, status: str, refund_units: int, seconds: float
@@ -228,7 +230,7 @@ class Metrics:
         self._tasks_finished(capability, model, status).inc()
         self._task_duration(capability, status).observe(max(seconds, 0.0))
         if refund_units:
-            self._refunded(capability, model).inc(refund_units / UNITS_PER_CREDIT)
+            self._refunded(capability, model).inc(refund_units / self._per_credit)
 
     def artifact_stored(self, source: str, size: int) -> None:
         self._artifacts(source).inc()

@@ -17,10 +17,10 @@ read the clock only when the breaker is not closed.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
+
+from gateway.clock import Clock, monotonic
 
 __all__ = ["Breaker", "BreakerSettings", "BreakerState", "Breakers"]
 
@@ -41,9 +41,7 @@ class BreakerSettings:
 class Breaker:
     __slots__ = ("_clock", "_failures", "_probe_since", "_since", "_state", "provider", "settings")
 
-    def __init__(
-        self, provider: str, settings: BreakerSettings, clock: Callable[[], float]
-    ) -> None:
+    def __init__(self, provider: str, settings: BreakerSettings, clock: Clock) -> None:
         self.provider = provider
         self.settings = settings
         self._clock = clock
@@ -125,7 +123,7 @@ class Breakers:
     """The breakers of one process, by provider name. A router takes them in its constructor,
     so a reloaded routing file can keep the state of the upstreams it still names."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Clock = monotonic) -> None:
         self._clock = clock
         self._breakers: dict[str, Breaker] = {}
 

@@ -11,9 +11,8 @@ breakers run on the clock the router is given (tests move it instead of sleeping
 from __future__ import annotations
 
 import random
-import time
-from collections.abc import Callable
 
+from gateway.clock import Clock, monotonic
 from gateway.config.loader import GatewayConfig, Tenant
 from gateway.config.schema import (
     CAPABILITIES,
@@ -44,7 +43,7 @@ class Router:
         config: GatewayConfig,
         providers: dict[str, object],
         *,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = monotonic,
         rng: random.Random | None = None,
         breakers: Breakers | None = None,
     ) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from gateway.store.base import RateLimits, RateState
+from gateway.store.records import RateLimits, RateState
 
 __all__ = ["reconcile", "refill", "seconds_to_full", "state"]
 

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from gateway.store.base import IdempotencyClaim, RateLimits, RateState
+from gateway.store.records import IdempotencyClaim, RateLimits, RateState
 
 __all__ = [
     "TASK_RETENTION_SECONDS",

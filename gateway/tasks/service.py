@@ -18,6 +18,8 @@ from typing import Any
 
 import msgspec
 
+from gateway.admission.finisher import CallFinisher
+from gateway.admission.idempotency import claim_for
 from gateway.artifacts.service import ArtifactService
 from gateway.auth import Caller
 from gateway.billing.money import format_credits
@@ -33,11 +35,8 @@ from gateway.errors import (
     StoreUnavailable,
     ValidationFailed,
 )
-from gateway.finisher import CallFinisher
-from gateway.idempotency import claim_for
 from gateway.ids import new_task_id
 from gateway.metrics import DisabledMetrics, Metrics
-from gateway.ratelimit_headers import retry_after_seconds
 from gateway.routing.options import namespace_problems
 from gateway.routing.resolver import NO_NEEDS, Choice, Route, Router
 from gateway.schemas.media import (
@@ -261,7 +260,7 @@ def _refusal(result: TaskCreateResult, price: int) -> GatewayError:
     outcome = result.outcome
     error: GatewayError
     if outcome is TaskCreateOutcome.RATE_LIMITED:
-        error = RateLimited(headers={"Retry-After": str(retry_after_seconds(result.rate))})
+        error = RateLimited()  # (its Retry-After is the edge's, from the rate state)
     elif outcome is TaskCreateOutcome.INSUFFICIENT_CREDITS:
         available = format_credits(max(result.available_units, 0))
         error = InsufficientCredits(

@@ -22,11 +22,11 @@ from typing import Any
 
 from gateway.artifacts.service import ArtifactService
 from gateway.config.schema import GatewaySection
-from gateway.error_mapping import as_gateway_error
 from gateway.errors import GatewayError, StoreUnavailable
 from gateway.logging import get_logger
 from gateway.metrics import DisabledMetrics, Metrics
 from gateway.routing.resolver import Route, Router
+from gateway.routing.upstream_errors import as_gateway_error
 from gateway.store.base import Store, TaskFinal, TaskProgress, TaskRecord
 from providers.base import ImageRequest, MediaInput, MusicRequest
 from providers.errors import ProviderError, TaskCanceled

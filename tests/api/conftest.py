@@ -10,5 +10,5 @@ import structlog
 
 @pytest.fixture(autouse=True)
 def _plain_logging(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("gateway.app.configure_logging", lambda level: None)
+    monkeypatch.setattr("gateway.app.factory.configure_logging", lambda level: None)
     structlog.reset_defaults()

@@ -14,11 +14,11 @@ from typing import Any
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
-from gateway.app import create_app
-from gateway.bootstrap import bootstrap_embedded
+from gateway.app.bootstrap import bootstrap_embedded
+from gateway.app.factory import create_app
+from gateway.app.settings import Settings
+from gateway.auth.issuing import issue_key
 from gateway.config.loader import GatewayConfig, load_config
-from gateway.keys import issue_key
-from gateway.settings import Settings
 from gateway.store import store_from_url
 
 __all__ = ["InProcessApp", "in_process_app"]

@@ -33,7 +33,7 @@ MESSAGES = [{"role": "user", "content": "Say hello"}]
 def _plain_logging(monkeypatch: pytest.MonkeyPatch) -> None:
     """The factory's logging setup is for a server process; here structlog's default stays, so
     `capture_logs` sees the lines."""
-    monkeypatch.setattr("gateway.app.configure_logging", lambda level: None)
+    monkeypatch.setattr("gateway.app.factory.configure_logging", lambda level: None)
     structlog.reset_defaults()
 
 

@@ -11,19 +11,34 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway.admission import Gatekeeper
+import msgspec
+
+from gateway.admission.finisher import CallFinisher
+from gateway.admission.gatekeeper import Gatekeeper
 from gateway.auth import Caller
+from gateway.chat.outcomes import ChatOutcome
 from gateway.chat.service import ChatService
 from gateway.config.loader import GatewayConfig, load_config
-from gateway.finisher import CallFinisher
+from gateway.errors import InvalidRequest
+from gateway.http.json_body import decode_json
+from gateway.http.openai_sse import OPENAI_SSE
 from gateway.routing.resolver import Router
+from gateway.schemas.chat import ChatRequest
 from gateway.store.base import AdmissionResult, Call
 from gateway.store.sqlite import SqliteStore
 from providers.base import ChatCompletion, Usage
 from providers.registry import spec_for
 from tests.support.clock import Clock
 
-__all__ = ["CONFIG", "Break", "ChatParts", "RecordingGatekeeper", "ScriptedChat", "chat_parts"]
+__all__ = [
+    "CONFIG",
+    "Break",
+    "ChatParts",
+    "RecordingGatekeeper",
+    "ScriptedChat",
+    "chat_parts",
+    "decode_chat_body",
+]
 
 CONFIG = """
 [gateway]
@@ -76,6 +91,9 @@ class RecordingGatekeeper(Gatekeeper):
     ) -> AdmissionResult:
         self.holds.append(hold_units)
         return await super().admit(call, hold_units=hold_units, hold_seconds=hold_seconds)
+
+
+_REQUEST = msgspec.json.Decoder(ChatRequest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +183,29 @@ class ChatParts:
 
     def caller(self, tenant: str = "default") -> Caller:
         return Caller(key_id=f"key_{tenant}", tenant=self.config.tenants[tenant])
+
+    async def handle(
+        self,
+        caller: Caller,
+        body: bytes,
+        *,
+        request_id: str,
+        idempotency_key: str | None,
+    ) -> ChatOutcome:
+        """The call as the chat endpoint makes it: the body decoded, OpenAI's stream framing."""
+        return await self.service.handle(
+            caller,
+            decode_chat_body(body),
+            body_size=len(body),
+            framer=OPENAI_SSE,
+            request_id=request_id,
+            idempotency_key=idempotency_key,
+        )
+
+
+def decode_chat_body(body: bytes) -> ChatRequest:
+    """A request body as the HTTP edge decodes it (a malformed one: 400 `invalid_request`)."""
+    return decode_json(body, _REQUEST, InvalidRequest)
 
 
 @asynccontextmanager

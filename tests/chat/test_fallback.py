@@ -102,7 +102,7 @@ def _up(parts: ChatParts, provider: str) -> ScriptedChat:
 
 
 async def _call(parts: ChatParts, body: bytes, key: str | None = None) -> Any:
-    return await parts.service.handle(parts.caller(), body, request_id="req", idempotency_key=key)
+    return await parts.handle(parts.caller(), body, request_id="req", idempotency_key=key)
 
 
 async def _charges(parts: ChatParts) -> list[Any]:

@@ -39,7 +39,7 @@ async def _charges(parts: ChatParts, tenant: str = "default") -> list[Any]:
 
 def test_a_sync_call_is_completed_and_charged(tmp_path: Path) -> None:
     async def scenario(parts: ChatParts) -> None:
-        outcome = await parts.service.handle(
+        outcome = await parts.handle(
             parts.caller(), _body(), request_id="req_1", idempotency_key=None
         )
         assert isinstance(outcome, ChatCompleted)
@@ -57,7 +57,7 @@ def test_a_sync_call_is_completed_and_charged(tmp_path: Path) -> None:
 
 def test_a_stream_yields_events_and_settles_before_done(tmp_path: Path) -> None:
     async def scenario(parts: ChatParts) -> None:
-        outcome = await parts.service.handle(
+        outcome = await parts.handle(
             parts.caller(),
             _body(stream=True, stream_options={"include_usage": True}),
             request_id="req_2",
@@ -82,7 +82,7 @@ def test_a_client_that_leaves_stops_the_stream_and_pays_what_was_produced(
     tmp_path: Path,
 ) -> None:
     async def scenario(parts: ChatParts) -> None:
-        outcome = await parts.service.handle(
+        outcome = await parts.handle(
             parts.caller(),
             _body("[[sim:tokens=200]] Tell a long story", model="sim-slow", stream=True),
             request_id="req_3",
@@ -106,10 +106,10 @@ def test_a_client_that_leaves_stops_the_stream_and_pays_what_was_produced(
 
 def test_a_repeated_idempotency_key_is_replayed(tmp_path: Path) -> None:
     async def scenario(parts: ChatParts) -> None:
-        first = await parts.service.handle(
+        first = await parts.handle(
             parts.caller(), _body(), request_id="req_4", idempotency_key="key-1"
         )
-        again = await parts.service.handle(
+        again = await parts.handle(
             parts.caller(), _body(), request_id="req_5", idempotency_key="key-1"
         )
         assert isinstance(first, ChatCompleted) and isinstance(again, ChatReplayed)
@@ -123,7 +123,7 @@ def test_a_repeated_idempotency_key_is_replayed(tmp_path: Path) -> None:
 def test_an_upstream_failure_releases_and_carries_model_and_rate(tmp_path: Path) -> None:
     async def scenario(parts: ChatParts) -> None:
         with pytest.raises(ModelUnavailable) as caught:
-            await parts.service.handle(
+            await parts.handle(
                 parts.caller(), _body("[[sim:fail=503]]"), request_id="r", idempotency_key="k"
             )
         assert caught.value.model == "sim-chat-1"
@@ -131,9 +131,7 @@ def test_an_upstream_failure_releases_and_carries_model_and_rate(tmp_path: Path)
         assert await _charges(parts) == []
         assert (await parts.store.wallet("default")).held_units == 0
         # The key was released with the call: a retry with it runs.
-        outcome = await parts.service.handle(
-            parts.caller(), _body(), request_id="r2", idempotency_key="k"
-        )
+        outcome = await parts.handle(parts.caller(), _body(), request_id="r2", idempotency_key="k")
         assert isinstance(outcome, ChatCompleted)
 
     _run(tmp_path, scenario)
@@ -142,10 +140,10 @@ def test_an_upstream_failure_releases_and_carries_model_and_rate(tmp_path: Path)
 def test_a_refusal_carries_the_rate_state(tmp_path: Path) -> None:
     async def scenario(parts: ChatParts) -> None:
         caller = parts.caller("limited")
-        outcome = await parts.service.handle(caller, _body(), request_id="a", idempotency_key=None)
+        outcome = await parts.handle(caller, _body(), request_id="a", idempotency_key=None)
         assert outcome.rate.remaining_requests == 0
         with pytest.raises(RateLimited) as caught:
-            await parts.service.handle(caller, _body(), request_id="b", idempotency_key=None)
+            await parts.handle(caller, _body(), request_id="b", idempotency_key=None)
         rate = caught.value.rate
         assert rate is not None and rate.limit_requests == 1 and rate.retry_after_seconds > 0
         assert caught.value.model == "sim-chat-1"
@@ -157,15 +155,15 @@ def test_a_refusal_carries_the_rate_state(tmp_path: Path) -> None:
 def test_errors_before_resolution_carry_no_model(tmp_path: Path) -> None:
     async def scenario(parts: ChatParts) -> None:
         with pytest.raises(InvalidRequest) as invalid:
-            await parts.service.handle(parts.caller(), b"{", request_id="a", idempotency_key=None)
+            await parts.handle(parts.caller(), b"{", request_id="a", idempotency_key=None)
         assert invalid.value.model is None and invalid.value.rate is None
         with pytest.raises(ModelNotFound):
-            await parts.service.handle(
+            await parts.handle(
                 parts.caller(), _body(model="nope"), request_id="b", idempotency_key=None
             )
         # Resolved, then refused by the plan: the model is known, no rate yet.
         with pytest.raises(InvalidRequest) as too_long:
-            await parts.service.handle(
+            await parts.handle(
                 parts.caller(), _body(max_tokens=100_000), request_id="c", idempotency_key=None
             )
         assert too_long.value.model == "sim-chat-1" and too_long.value.rate is None

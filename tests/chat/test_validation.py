@@ -7,8 +7,16 @@ from typing import Any
 
 import pytest
 
-from gateway.chat.validation import parse_chat_request
+from gateway.chat.validation import check_chat_request
 from gateway.errors import InvalidRequest
+from gateway.schemas.chat import ChatRequest
+from tests.chat.support import decode_chat_body
+
+
+def parse_chat_request(body: bytes) -> ChatRequest:
+    request = decode_chat_body(body)
+    check_chat_request(request)
+    return request
 
 
 def _with_tool(name: str) -> bytes:

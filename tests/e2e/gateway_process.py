@@ -36,7 +36,7 @@ class GatewayProcess:
 
     def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
-            [sys.executable, "-m", "gateway.cli", *args],
+            [sys.executable, "-m", "gateway.app.cli", *args],
             env=self.env,
             cwd=ROOT,
             capture_output=True,
@@ -98,7 +98,7 @@ def start_gateway(
                 *launcher,
                 sys.executable,
                 "-m",
-                "gateway.cli",
+                "gateway.app.cli",
                 "serve",
                 "--host",
                 "127.0.0.1",

@@ -103,7 +103,7 @@ def browser() -> Iterator[Any]:
 def _admin_token() -> tuple[str, str]:
     """A new admin token and its `GATEWAY_ADMIN_TOKEN_HASH` value, from `gateway admin token`."""
     result = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "admin", "token"],
+        [sys.executable, "-m", "gateway.app.cli", "admin", "token"],
         cwd=ROOT,
         capture_output=True,
         text=True,

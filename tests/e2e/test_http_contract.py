@@ -64,7 +64,7 @@ def test_revoked_key_is_401_at_once(gateway: GatewayProcess) -> None:
     key = gateway.new_key("default")
     headers = {"Authorization": f"Bearer {key}"}
     assert httpx.get(f"{gateway.base_url}/models", headers=headers).status_code == 200
-    assert gateway.cli("keys", "revoke", key).stdout.strip() == "revoked"
+    assert gateway.app.cli("keys", "revoke", key).stdout.strip() == "revoked"
     assert_envelope(
         httpx.get(f"{gateway.base_url}/models", headers=headers), 401, "invalid_api_key"
     )
@@ -172,7 +172,7 @@ def test_malformed_idempotency_keys_are_400_on_chat(gateway: GatewayProcess, key
 
 def test_a_second_server_on_the_same_sqlite_file_is_refused(gateway: GatewayProcess) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "serve", "--port", str(free_port())],
+        [sys.executable, "-m", "gateway.app.cli", "serve", "--port", str(free_port())],
         env=gateway.env,
         cwd=ROOT,
         capture_output=True,

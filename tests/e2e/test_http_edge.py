@@ -2,7 +2,7 @@
 the bytes, against a real `gateway serve`: pipelines of any length, WebSocket handshakes, clients
 that leave mid-body or stop reading a stream, HEAD and byte ranges of a task's output.
 
-tests/core/test_http_protocol.py feeds the protocol reads split where the test chooses.
+tests/http/test_protocol.py feeds the protocol reads split where the test chooses.
 """
 
 from __future__ import annotations

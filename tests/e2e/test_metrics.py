@@ -288,7 +288,7 @@ def test_gateway_and_worker_processes_sum_in_one_scrape(redis_url: str, tmp_path
         gateway.grant("default", "500")
         worker_env = {**gateway.env, **env, "GATEWAY_WORKERS": "2"}
         worker = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "worker"],
+            [sys.executable, "-m", "gateway.app.cli", "worker"],
             env=worker_env,
             cwd=ROOT,
             stdout=worker_log,

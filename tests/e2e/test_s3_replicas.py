@@ -126,7 +126,7 @@ def test_a_separate_worker_process_writes_outputs_to_the_bucket(
     log = tmp_path / "worker.log"
     with log.open("wb") as out:
         worker = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "worker", "--concurrency", "2"],
+            [sys.executable, "-m", "gateway.app.cli", "worker", "--concurrency", "2"],
             env=gateway.env,
             cwd=ROOT,
             stdout=out,

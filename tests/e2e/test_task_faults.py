@@ -62,8 +62,8 @@ def _start(workdir: Path, store_url: str | None, **env: str) -> tuple[GatewayPro
     if store_url is None:
         assert gateway.api_key
         return gateway, gateway.api_key
-    key = gateway.keys.get("default") or gateway.new_key("default")
-    gateway.keys["default"] = key
+    key = gateway.auth.issuing.get("default") or gateway.new_key("default")
+    gateway.auth.issuing["default"] = key
     gateway.grant("default", "5000")
     return gateway, key
 
@@ -71,7 +71,7 @@ def _start(workdir: Path, store_url: str | None, **env: str) -> tuple[GatewayPro
 def _worker(gateway: GatewayProcess, log: Path) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "worker", "--concurrency", "4"],
+            [sys.executable, "-m", "gateway.app.cli", "worker", "--concurrency", "4"],
             env=gateway.env,
             cwd=ROOT,
             stdout=out,

@@ -32,8 +32,8 @@ import pytest
 import redis
 
 from gateway.artifacts.signing import UrlSigner
+from gateway.auth.issuing import issue_key
 from gateway.config.loader import load_config
-from gateway.keys import issue_key
 from gateway.store import store_from_url
 from tests.e2e.gateway_process import GatewayProcess, start_gateway
 from tests.e2e.media_support import (

@@ -23,6 +23,7 @@ from gateway.store.redis.keys import RedisKeys
 from gateway.store.redis.pipeline import LuaScript, ScriptPipeline
 from gateway.store.redis.scripts import Scripts, script_source
 from gateway.store.redis.task_index import RedisTaskIndexArea
+from gateway.store.redis.task_queue import RedisTaskQueueArea
 from gateway.store.redis.tasks import RedisTaskArea
 from gateway.store.redis.wallet import RedisWalletArea
 
@@ -53,6 +54,7 @@ class RedisStore(
     RedisAdmissionArea,
     RedisWalletArea,
     RedisTaskArea,
+    RedisTaskQueueArea,
     RedisTaskIndexArea,
     RedisArtifactArea,
 ):

@@ -14,6 +14,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
+from gateway.clock import Clock
 from gateway.store import buckets
 from gateway.store.base import (
     Admission,
@@ -36,7 +37,7 @@ class SqliteAdmissionArea:
     """The request-path operations of `SqliteStore` (a mixin: the store has the connection,
     the ephemeral memory, the sweep schedule and the clock)."""
 
-    _clock: Callable[[], float]
+    _clock: Clock
     _mem: Memory
     _next_sweep: float
     sweep_seconds: float

@@ -21,8 +21,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+from gateway.config.limits import RateLimits
 from gateway.store import buckets
-from gateway.store.base import RateLimits
 
 __all__ = ["CALL_SECONDS", "FENCE_SECONDS", "Lease", "Memory"]
 

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from gateway.clock import Clock, wall
 from gateway.store.sqlite import ops
 from gateway.store.sqlite.admission import SqliteAdmissionArea
 from gateway.store.sqlite.api_keys import SqliteKeyArea
@@ -82,7 +82,7 @@ class SqliteStore(
         wal: WalLimits | None = None,
         sweep_seconds: float = 10.0,
         serving: bool = False,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = wall,
     ) -> None:
         self.path = path
         self._clock = clock

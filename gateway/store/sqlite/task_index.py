@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
+from gateway.clock import Clock
 from gateway.store.tasks import TASK_RETENTION_SECONDS, TaskPage, TaskRecord, TaskStatus
 
 __all__ = ["SqliteTaskIndexArea", "listing_query"]
@@ -54,7 +55,7 @@ class SqliteTaskIndexArea:
     """Listing and retention of `SqliteStore` (a mixin: the store has the connection and the
     clock)."""
 
-    _clock: Callable[[], float]
+    _clock: Clock
     _task_retention_seconds: float = TASK_RETENTION_SECONDS
 
     if TYPE_CHECKING:

@@ -4,8 +4,8 @@ Tasks are durable (a restart finds them, and their workers' leases run out), so 
 one `BEGIN IMMEDIATE` transaction through `SqliteStore._write`. What `create_task` reads from
 memory (the API key's requests bucket, the tenant's chat holds) is read and updated with no
 `await` in between, like `admit`; the bucket takes the request only once the transaction
-committed. A task row keeps the whole `TaskRecord` as msgpack beside the columns lookups
-select on; the queue is two partial indexes (queued by seq, running by lease expiry).
+committed. The statements of each transition are `task_rows.py`'s; the queue is two partial
+indexes (queued by seq, running by lease expiry).
 
 Task times come from the store's clock (`SqliteStore(clock=...)`), so tests move time to
 expire a lease instead of sleeping. A waiting `claim_task` wakes at once when this process
@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
+from gateway.clock import Clock
 from gateway.store import buckets
-from gateway.store.ledger_ids import debit_id, refund_id
 from gateway.store.sqlite import ops
+from gateway.store.sqlite import task_rows as rows
 from gateway.store.sqlite.memory import FENCE_SECONDS, Memory
 from gateway.store.tasks import (
     TERMINAL,
-    WORKER_LOST,
     TaskAbandon,
     TaskConfirm,
     TaskCreate,
@@ -37,8 +37,6 @@ from gateway.store.tasks import (
     TaskFinal,
     TaskProgress,
     TaskRecord,
-    TerminalStatus,
-    worker_lost_error,
 )
 
 __all__ = ["SqliteTaskArea"]
@@ -48,9 +46,6 @@ _T = TypeVar("_T")
 _POLL_SECONDS = 0.2
 """How often a waiting claim looks again for leases that ran out."""
 
-_UNCONFIRMED = "unconfirmed"
-"""The `status` column of a task not confirmed yet (its record reads `queued`): the queue's
-index only sees `queued` rows, so no worker can claim it."""
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(TaskRecord)
@@ -65,7 +60,7 @@ class SqliteTaskArea:
     """The task operations of `SqliteStore` (a mixin: the store has the connection, the
     ephemeral memory and the clock)."""
 
-    _clock: Callable[[], float]
+    _clock: Clock
     _mem: Memory
     _task_wake: asyncio.Event | None = None
     """Set (and replaced) when this process enqueues a task: waiting claims look at once."""
@@ -91,7 +86,7 @@ class SqliteTaskArea:
             available = self._read(lambda conn: ops.balance(conn, c.tenant)) - held
         else:
             outcome, task, available = self._write(
-                lambda conn, _now: _create(conn, c, held, self._clock())
+                lambda conn, _now: rows.create(conn, c, held, self._clock())
             )
             # Committed: now the request is taken (a failed transaction took nothing).
             r -= 1 if c.limits.requests_per_minute > 0 else 0
@@ -104,7 +99,7 @@ class SqliteTaskArea:
     async def confirm_task(self, confirm: TaskConfirm) -> TaskRecord | None:
         await self._may_write()
         tenant, task_id = confirm.tenant, confirm.task_id
-        task, confirmed = self._write(lambda conn, now: _confirm(conn, tenant, task_id, now))
+        task, confirmed = self._write(lambda conn, now: rows.confirm(conn, tenant, task_id, now))
         if confirmed:  # committed: the debit replaces the hold
             self._mem.unhold(tenant, task_id)
             self._wake_claimers()
@@ -114,21 +109,22 @@ class SqliteTaskArea:
         await self._may_write()
         mem, tenant, task_id = self._mem, abandon.tenant, abandon.task_id
         mem.fenced[task_id] = self._clock() + FENCE_SECONDS
-        if self._write(lambda conn, _now: _abandon(conn, abandon)):
+        if self._write(lambda conn, _now: rows.abandon(conn, abandon)):
             mem.unhold(tenant, task_id)
 
     async def abandon_unconfirmed(self, *, older_than: float, limit: int = 100) -> int:
         before = self._clock() - older_than
-        rows = self._rows(  # (the literal lets SQLite use the partial index)
+        found = self._rows(  # (the literal lets SQLite use the partial index)
             "SELECT record FROM tasks WHERE status = 'unconfirmed' ORDER BY seq LIMIT ?", (limit,)
         )
-        stale = [t for t in (_decoder.decode(row[0]) for row in rows) if t.created_at <= before]
+        unconfirmed = (rows.decoder.decode(row[0]) for row in found)
+        stale = [task for task in unconfirmed if task.created_at <= before]
         for task in stale:  # (their idempotency rows are found by task id: no scope needed)
             await self.abandon_task(TaskAbandon(tenant=task.tenant, task_id=task.task_id))
         return len(stale)
 
     async def get_task(self, tenant: str, task_id: str) -> TaskRecord | None:
-        task = self._read(lambda conn: _load(conn, task_id))
+        task = self._read(lambda conn: rows.load(conn, task_id))
         return task if task is not None and task.tenant == tenant else None
 
     async def claim_task(
@@ -161,7 +157,7 @@ class SqliteTaskArea:
         input: dict[str, Any] | None = None,
     ) -> TaskRecord | None:
         def body(conn: sqlite3.Connection, _now: float) -> TaskRecord | None:
-            task = _load(conn, task_id)
+            task = rows.load(conn, task_id)
             if task is None or task.status != "running" or task.worker_id != worker_id:
                 return task  # lost (or never held): the worker sees it and stops
             changes: dict[str, Any] = {"lease_until": self._clock() + lease_seconds}
@@ -169,14 +165,14 @@ class SqliteTaskArea:
                 changes["progress"] = progress
             if input is not None:
                 changes["input"] = input
-            return _save(conn, msgspec.structs.replace(task, **changes))
+            return rows.save(conn, msgspec.structs.replace(task, **changes))
 
         await self._may_write()
         return self._write(body)
 
     async def request_cancel(self, tenant: str, task_id: str) -> TaskRecord | None:
         def body(conn: sqlite3.Connection, _now: float) -> tuple[TaskRecord | None, bool]:
-            task, unconfirmed = _load_row(conn, task_id)
+            task, unconfirmed = rows.load_row(conn, task_id)
             if task is None or task.tenant != tenant:
                 return None, False
             now = self._clock()
@@ -184,9 +180,11 @@ class SqliteTaskArea:
                 # Unconfirmed, it was never charged: its price goes (and its hold, below).
                 price = 0 if unconfirmed else task.price_units
                 task = msgspec.structs.replace(task, cancel_requested_at=now, price_units=price)
-                return _finish(conn, task, now, "canceled", price, "canceled"), unconfirmed
+                return rows.finish(conn, task, now, "canceled", price, "canceled"), unconfirmed
             if task.status == "running" and task.cancel_requested_at is None:
-                return _save(conn, msgspec.structs.replace(task, cancel_requested_at=now)), False
+                return rows.save(
+                    conn, msgspec.structs.replace(task, cancel_requested_at=now)
+                ), False
             return task, False
 
         await self._may_write()
@@ -201,7 +199,7 @@ class SqliteTaskArea:
             raise ValueError("refund_units must not be negative")
 
         def body(conn: sqlite3.Connection, _now: float) -> TaskRecord:
-            task, unconfirmed = _load_row(conn, f.task_id)
+            task, unconfirmed = rows.load_row(conn, f.task_id)
             if task is None:
                 raise KeyError(f.task_id)
             if unconfirmed:  # never charged nor claimed: nothing to end
@@ -210,7 +208,7 @@ class SqliteTaskArea:
                 return task  # finalized before: nothing changes, whatever `final` says
             if f.refund_units > task.price_units:
                 raise ValueError(f"refund {f.refund_units} exceeds the price {task.price_units}")
-            return _finish(
+            return rows.finish(
                 conn, task, self._clock(), f.status, f.refund_units, f.reason,
                 output=f.output, error=f.error, usage=f.usage, warnings=f.warnings,
             )  # fmt: skip
@@ -233,7 +231,9 @@ class SqliteTaskArea:
         if not self._read(lambda conn: conn.execute(_CLAIMABLE, (now,)).fetchone()[0]):
             return None
         return self._write(
-            lambda conn, _now: _claim(conn, worker_id, lease_seconds, max_attempts, self._clock())
+            lambda conn, _now: rows.claim_next(
+                conn, worker_id, lease_seconds, max_attempts, self._clock()
+            )
         )
 
     def _task_wake_event(self) -> asyncio.Event:
@@ -245,196 +245,3 @@ class SqliteTaskArea:
         wake, self._task_wake = self._task_wake, None
         if wake is not None:
             wake.set()
-
-
-# Transaction bodies (each runs inside one BEGIN IMMEDIATE) ---------------------------------
-
-
-def _load(conn: sqlite3.Connection, task_id: str) -> TaskRecord | None:
-    row = conn.execute("SELECT record FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
-    return _decoder.decode(row[0]) if row is not None else None
-
-
-def _load_row(conn: sqlite3.Connection, task_id: str) -> tuple[TaskRecord | None, bool]:
-    """The task and whether it is still unconfirmed."""
-    row = conn.execute("SELECT record, status FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
-    if row is None:
-        return None, False
-    return _decoder.decode(row[0]), row[1] == _UNCONFIRMED
-
-
-def _save(conn: sqlite3.Connection, task: TaskRecord) -> TaskRecord:
-    conn.execute(
-        "UPDATE tasks SET status = ?, lease_until = ?, completed_at = ?, record = ?"
-        " WHERE task_id = ?",
-        (task.status, task.lease_until, task.completed_at, _encoder.encode(task), task.task_id),
-    )
-    return task
-
-
-def _create(
-    conn: sqlite3.Connection, c: TaskCreate, held: int, now: float
-) -> tuple[TaskCreateOutcome, TaskRecord | None, int]:
-    """The durable part of `Store.create_task`: (outcome, task, available units)."""
-    available = ops.balance(conn, c.tenant) - held
-    claim = c.idempotency
-    if claim is not None:
-        row = conn.execute(
-            "SELECT fingerprint, call_id FROM idempotency WHERE scope = ? AND expires_at > ?",
-            (claim.scope, now),
-        ).fetchone()
-        if row is not None:
-            if row[0] != claim.fingerprint:
-                return TaskCreateOutcome.KEY_REUSED, None, available
-            task, unconfirmed = _load_row(conn, row[1])
-            if unconfirmed:
-                return TaskCreateOutcome.IN_PROGRESS, None, available
-            if task is not None:
-                return TaskCreateOutcome.REPLAY, task, available
-    task, unconfirmed = _load_row(conn, c.task_id)
-    if task is not None:  # the same create again: nothing twice
-        if task.tenant != c.tenant:
-            raise ValueError(f"task id {c.task_id!r} belongs to another tenant")
-        outcome = TaskCreateOutcome.CREATED if unconfirmed else TaskCreateOutcome.REPLAY
-        return outcome, task, available
-    if c.price_units > 0 and c.price_units > available:
-        return TaskCreateOutcome.INSUFFICIENT_CREDITS, None, available
-
-    task = TaskRecord(
-        task_id=c.task_id,
-        tenant=c.tenant,
-        api_key_id=c.api_key_id,
-        request_id=c.request_id,
-        capability=c.capability,
-        model=c.model,
-        resolved_model=c.resolved_model,
-        status="queued",
-        input=c.input,
-        metadata=c.metadata,
-        price_units=c.price_units,
-        progress=TaskProgress(),
-        created_at=now,
-    )
-    conn.execute(
-        "INSERT INTO tasks (task_id, tenant, status, capability, record) VALUES (?, ?, ?, ?, ?)",
-        (c.task_id, c.tenant, _UNCONFIRMED, c.capability, _encoder.encode(task)),
-    )
-    if claim is not None:  # complete at once: a duplicate is IN_PROGRESS, then a REPLAY
-        conn.execute(
-            "INSERT OR REPLACE INTO idempotency VALUES (?, ?, ?, NULL, ?)",
-            (claim.scope, claim.fingerprint, c.task_id, now + c.reply_ttl_seconds),
-        )
-    return TaskCreateOutcome.CREATED, task, available
-
-
-def _confirm(
-    conn: sqlite3.Connection, tenant: str, task_id: str, now: float
-) -> tuple[TaskRecord | None, bool]:
-    """The debit (the ledger's unique (tenant, id) makes it apply once) and the queue: (the task,
-    whether this confirmed it)."""
-    task, unconfirmed = _load_row(conn, task_id)
-    if task is None or task.tenant != tenant:
-        return None, False
-    if not unconfirmed:
-        return task, False
-    if task.price_units > 0:
-        ops.append_entry(
-            conn,
-            tenant,
-            debit_id(task_id),
-            "debit",
-            -task.price_units,
-            now,
-            reason=f"{task.capability} {task.resolved_model}",
-            task_id=task_id,
-            request_id=task.request_id,
-            model=task.resolved_model,
-        )
-    conn.execute("UPDATE tasks SET status = 'queued' WHERE task_id = ?", (task_id,))
-    return task, True
-
-
-def _abandon(conn: sqlite3.Connection, abandon: TaskAbandon) -> bool:
-    """Remove an unconfirmed task with its idempotency row; True when there was one."""
-    task, unconfirmed = _load_row(conn, abandon.task_id)
-    if task is None or task.tenant != abandon.tenant or not unconfirmed:
-        return False
-    conn.execute("DELETE FROM tasks WHERE task_id = ?", (abandon.task_id,))
-    if abandon.idempotency_scope:
-        conn.execute(
-            "DELETE FROM idempotency WHERE scope = ? AND call_id = ?",
-            (abandon.idempotency_scope, abandon.task_id),
-        )
-    else:  # (the sweep of a dead gateway's creates: rare, a scan is fine)
-        conn.execute("DELETE FROM idempotency WHERE call_id = ?", (abandon.task_id,))
-    return True
-
-
-def _claim(
-    conn: sqlite3.Connection, worker_id: str, lease_seconds: float, max_attempts: int, now: float
-) -> TaskRecord | None:
-    """Leases that ran out first, then the oldest queued task; out of attempts: failed."""
-    while True:
-        row = (
-            conn.execute(
-                "SELECT record FROM tasks WHERE status = 'running' AND lease_until <= ?"
-                " ORDER BY lease_until LIMIT 1",
-                (now,),
-            ).fetchone()
-            or conn.execute(
-                "SELECT record FROM tasks WHERE status = 'queued' ORDER BY seq LIMIT 1"
-            ).fetchone()
-        )
-        if row is None:
-            return None
-        task: TaskRecord = _decoder.decode(row[0])
-        if task.attempts >= max_attempts:
-            error = worker_lost_error()
-            _finish(conn, task, now, "failed", task.price_units, WORKER_LOST, error=error)
-            continue
-        return _save(
-            conn,
-            msgspec.structs.replace(
-                task,
-                status="running",
-                started_at=task.started_at if task.started_at is not None else now,
-                worker_id=worker_id,
-                lease_until=now + lease_seconds,
-                attempts=task.attempts + 1,
-                progress=msgspec.structs.replace(task.progress, stage="running"),
-            ),
-        )
-
-
-def _finish(
-    conn: sqlite3.Connection,
-    task: TaskRecord,
-    now: float,
-    status: TerminalStatus,
-    refund: int,
-    reason: str,
-    **changes: Any,
-) -> TaskRecord:
-    """Make a (non-terminal) task terminal and refund `refund` units, once per task."""
-    percent = 100.0 if status == "succeeded" else task.progress.percent
-    done = msgspec.structs.replace(
-        task,
-        status=status,
-        completed_at=now,
-        progress=msgspec.structs.replace(task.progress, percent=percent, stage=status),
-        refunded_units=refund,
-        **changes,
-    )
-    if refund > 0:
-        ops.append_entry(
-            conn,
-            task.tenant,
-            refund_id(task.task_id),
-            "refund",
-            refund,
-            now,
-            reason=reason,
-            task_id=task.task_id,
-            model=task.resolved_model,
-        )
-    return _save(conn, done)

@@ -7,6 +7,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from gateway.clock import Clock
 from gateway.store.base import LedgerEntry, LedgerKind, LedgerPage, Wallet
 from gateway.store.sqlite import ops
 from gateway.store.sqlite.memory import Memory
@@ -20,7 +21,7 @@ class SqliteWalletArea:
     """The wallet operations of `SqliteStore` (a mixin: the store has the connection, the
     ephemeral memory and the clock)."""
 
-    _clock: Callable[[], float]
+    _clock: Clock
     _mem: Memory
 
     if TYPE_CHECKING:

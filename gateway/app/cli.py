@@ -1,0 +1,331 @@
+"""`gateway`: serve, run task workers, manage keys and credits, check the routing file.
+
+Operators script these commands: output formats and exit codes are stable (tab-separated
+columns keep their order; new ones are only appended). Settings come from the same environment
+variables as `serve` (GATEWAY_STORE_URL, GATEWAY_CONFIG, ...). Keys, credits, tenants and usage
+follow the admin API's rules (`gateway.admin.service`, `gateway.admin.usage`).
+Exit codes: 0 ok, 1 the operation failed (unknown key, store down), 2 bad usage or config
+(an unknown tenant, an invalid amount, an entry id reused).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any
+
+from gateway.app.settings import Settings, SettingsError
+from gateway.billing.money import format_credits
+from gateway.client import cli as tasks_cli
+from gateway.config.loader import ConfigError, GatewayConfig, load_config
+from gateway.errors import EntryIdReused, GatewayError, KeyNotFound
+from gateway.store import store_from_url
+from gateway.store.base import Store
+
+__all__ = ["main"]
+
+
+def _err(message: str) -> None:
+    print(f"gateway: {message}", file=sys.stderr)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gateway", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run the gateway")
+    serve.add_argument("--host", help="listen address (env GATEWAY_HOST, default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="listen port (env GATEWAY_PORT, default 8080)")
+
+    worker = commands.add_parser("worker", help="run task workers (images, music)")
+    worker.add_argument(
+        "--concurrency", type=int, help="tasks at once (env GATEWAY_WORKERS, default 4)"
+    )
+
+    keys = commands.add_parser("keys", help="API keys").add_subparsers(dest="action", required=True)
+    create = keys.add_parser("create", help="issue a key; prints only the key")
+    create.add_argument("--tenant", required=True)
+    revoke = keys.add_parser("revoke", help="revoke a key by its id (key_...) or the key itself")
+    revoke.add_argument("key")
+    listing = keys.add_parser(
+        "list", help="list keys (id, created, revoked, tenant, prefix); every tenant's by default"
+    )
+    listing.add_argument("--tenant")
+    listing.add_argument("--prefix", help="only keys whose prefix (gw-...) or id starts with it")
+
+    credits = commands.add_parser("credits", help="wallets").add_subparsers(
+        dest="action", required=True
+    )
+    grant = credits.add_parser("grant", help="add credits to a tenant's wallet")
+    grant.add_argument("--tenant", required=True)
+    grant.add_argument("--amount", required=True, help='credits, up to four decimals ("250.5")')
+    grant.add_argument("--reason", required=True)
+    grant.add_argument("--id", help="entry id making the grant happen at most once")
+    adjust = credits.add_parser(
+        "adjust", help="correct a tenant's wallet by any amount (negative takes credits away)"
+    )
+    adjust.add_argument("--tenant", required=True)
+    adjust.add_argument("--amount", required=True, help='credits, e.g. "-12.5" or "3"')
+    adjust.add_argument("--reason", required=True)
+    adjust.add_argument("--id", help="entry id making the adjustment happen at most once")
+    balance = credits.add_parser("balance", help="print a tenant's balance")
+    balance.add_argument("--tenant", required=True)
+
+    config = commands.add_parser("config", help="routing file").add_subparsers(
+        dest="action", required=True
+    )
+    check = config.add_parser("check", help="validate the routing file")
+    check.add_argument("--config", help="path (default: GATEWAY_CONFIG or config/gateway.toml)")
+
+    admin = commands.add_parser("admin", help="the admin API").add_subparsers(
+        dest="action", required=True
+    )
+    admin.add_parser(
+        "token", help="make an admin token: the token on stdout, its hash setting on stderr"
+    )
+    tenants = commands.add_parser("tenants", help="tenants").add_subparsers(
+        dest="action", required=True
+    )
+    tenants.add_parser("list", help="the routing file's tenants (id, balance, active keys)")
+    usage = commands.add_parser(
+        "usage",
+        help="usage and spend per tenant, model and UTC day (tenant, model, day, requests, "
+        "tasks, charged, refunded, spend)",
+    )
+    usage.add_argument("--from", dest="start", help="date or ISO time (default: 30 days ago)")
+    usage.add_argument("--to", dest="end", help="date (included) or ISO time (default: now)")
+    usage.add_argument("--tenant")
+    tasks_cli.add_parser(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "tasks":  # an HTTP client: no settings, store or routing file
+        return tasks_cli.run(args)
+    if args.command == "admin":  # needs nothing else, so it works whatever the settings say
+        return _admin_token()
+    try:
+        settings = Settings.from_env()
+    except SettingsError as exc:
+        _err(str(exc))
+        return 2
+    if getattr(args, "config", None):
+        settings = replace(settings, config_path=args.config)
+    try:
+        config = load_config(settings.config_path)
+    except ConfigError as exc:
+        for problem in exc.problems:  # every problem, one line each
+            _err(f"config error: {problem}")
+        return 2
+    if args.command == "config":
+        models, tenants = len(config.models), len(config.tenants)
+        print(
+            f"{config.path}: ok ({len(config.providers)} providers, {models} models, "
+            f"{tenants} tenants), version {config.version}"
+        )
+        for line in auto_dry_run(config):
+            print(line)
+        return 0
+    if args.command == "serve":
+        from gateway.app.serve import serve
+
+        if args.host:
+            settings = replace(settings, host=args.host)
+        if args.port:
+            settings = replace(settings, port=args.port)
+        return serve(settings, config)
+    if args.command == "worker":
+        from gateway.app.worker import run_worker
+
+        if args.concurrency is not None:
+            if args.concurrency < 1:
+                _err("--concurrency must be at least 1")
+                return 2
+            settings = replace(settings, workers=args.concurrency)
+        elif settings.workers < 1:
+            settings = replace(settings, workers=4)
+        return run_worker(settings, config)
+    action: Callable[[Store, GatewayConfig, Any], Awaitable[int]] = _ACTIONS[
+        (args.command, getattr(args, "action", ""))
+    ]
+    return asyncio.run(_with_store(settings, config, action, args))
+
+
+def _admin_token() -> int:
+    from gateway.admin.token import hash_setting, new_admin_token
+
+    token = new_admin_token()
+    print(token)
+    print(f"GATEWAY_ADMIN_TOKEN_HASH={hash_setting(token)}", file=sys.stderr)
+    return 0
+
+
+def auto_dry_run(config: GatewayConfig) -> list[str]:
+    """What `model: auto` picks, per tenant and capability, with every upstream healthy."""
+    from gateway.errors import GatewayError
+    from gateway.routing.resolver import Router
+
+    router = Router(config, dict.fromkeys(config.providers))
+    lines = []
+    capabilities = router.auto_capabilities()
+    for name, tenant in sorted(config.tenants.items()):
+        picks = []
+        for capability in capabilities:
+            try:
+                picks.append(
+                    f"{capability} -> {router.resolve('auto', tenant, capability).model.id}"
+                )
+            except GatewayError:
+                picks.append(f"{capability} -> (none: no model of the chain is allowed)")
+        lines.append(f"auto for tenant {name}: " + "; ".join(picks))
+    return lines
+
+
+async def _with_store(
+    settings: Settings,
+    config: GatewayConfig,
+    action: Callable[[Store, GatewayConfig, Any], Awaitable[int]],
+    args: Any,
+) -> int:
+    from gateway.errors import StoreUnavailable
+
+    store = store_from_url(settings.resolved_store_url)
+    try:
+        await store.open()
+        return await action(store, config, args)
+    except StoreUnavailable as exc:
+        _err(f"store unavailable ({settings.resolved_store_url}): {exc}")
+        return 1
+    except KeyNotFound:
+        _err("no such key")
+        return 1
+    except GatewayError as exc:  # the operator's mistake, said as the API says it
+        _refused(exc)
+        return 2
+    finally:
+        await store.close()
+
+
+def _refused(exc: GatewayError) -> None:
+    """One line per problem, naming the option (`--amount: ...`)."""
+    if not exc.details:
+        _err(exc.message)
+    for detail in exc.details:
+        if isinstance(exc, EntryIdReused):
+            _err(f"--{detail.field} {detail.message}")
+        else:
+            _err(f"--{detail.field}: {detail.message}")
+
+
+async def _keys_create(store: Store, config: GatewayConfig, args: Any) -> int:
+    from gateway.admin.service import create_key
+
+    key, record = await create_key(store, config, args.tenant)
+    print(key)
+    print(f"created {record.key_id} for tenant {record.tenant}", file=sys.stderr)
+    return 0
+
+
+async def _keys_revoke(store: Store, config: GatewayConfig, args: Any) -> int:
+    from gateway.admin.service import revoke_key
+
+    await revoke_key(store, args.key)
+    print("revoked")
+    return 0
+
+
+async def _keys_list(store: Store, config: GatewayConfig, args: Any) -> int:
+    from gateway.admin.service import list_keys
+    from gateway.schemas.times import iso
+
+    for record in await list_keys(store, config, tenant=args.tenant, prefix=args.prefix):
+        revoked = iso(record.revoked_at) if record.revoked_at else "-"
+        print(
+            f"{record.key_id}\t{iso(record.created_at)}\t{revoked}\t{record.tenant}"
+            f"\t{record.prefix or '-'}"
+        )
+    return 0
+
+
+async def _credits_grant(store: Store, config: GatewayConfig, args: Any) -> int:
+    return await _ledger_entry(store, config, args, grant=True)
+
+
+async def _credits_adjust(store: Store, config: GatewayConfig, args: Any) -> int:
+    return await _ledger_entry(store, config, args, grant=False)
+
+
+async def _ledger_entry(store: Store, config: GatewayConfig, args: Any, *, grant: bool) -> int:
+    """A grant (positive) or an adjustment (either sign), once per --id: a repeat of the same
+    entry prints the balance it left; the same id with another amount or kind is refused."""
+    from gateway.admin.service import add_entry
+
+    result = await add_entry(
+        store,
+        config,
+        args.tenant,
+        kind="grant" if grant else "adjustment",
+        amount=args.amount,
+        reason=args.reason,
+        entry_id=args.id,
+    )
+    entry = result.entry
+    print(format_credits(entry.balance_after_units))
+    print(
+        f"{entry.id}: {format_credits(entry.amount_units)} credits to {args.tenant}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+async def _credits_balance(store: Store, config: GatewayConfig, args: Any) -> int:
+    from gateway.admin.service import require_tenant
+
+    require_tenant(config, args.tenant)
+    wallet = await store.wallet(args.tenant)
+    print(format_credits(wallet.balance_units))
+    return 0
+
+
+async def _tenants_list(store: Store, config: GatewayConfig, args: Any) -> int:
+    from gateway.admin.service import tenant_summaries
+
+    for summary in await tenant_summaries(store, config):
+        balance = format_credits(summary.wallet.balance_units)
+        print(f"{summary.name}\t{balance}\t{summary.active_keys}")
+    return 0
+
+
+async def _usage(store: Store, config: GatewayConfig, args: Any) -> int:
+    import time
+
+    from gateway.admin.usage import usage_report
+
+    report = await usage_report(
+        store, config, start=args.start, end=args.end, tenant=args.tenant, now=time.time()
+    )
+    for row in report.rows:
+        money = (row.charged_units, row.refunded_units, row.spend_units)
+        fields = [row.tenant, row.model or "-", row.day, str(row.requests), str(row.tasks)]
+        print("\t".join([*fields, *(format_credits(units) for units in money)]))
+    return 0
+
+
+_ACTIONS: dict[tuple[str, str], Callable[[Store, GatewayConfig, Any], Awaitable[int]]] = {
+    ("keys", "create"): _keys_create,
+    ("keys", "revoke"): _keys_revoke,
+    ("keys", "list"): _keys_list,
+    ("credits", "grant"): _credits_grant,
+    ("credits", "adjust"): _credits_adjust,
+    ("credits", "balance"): _credits_balance,
+    ("tenants", "list"): _tenants_list,
+    ("usage", ""): _usage,
+}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,71 @@
+"""The application factory: nothing happens at import time."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from litestar import Litestar
+from litestar.di import Provide
+
+from gateway.api import route_handlers
+from gateway.api.dependencies import provide_caller, provide_resources
+from gateway.api.openapi.controller import openapi_config
+from gateway.app.resources import open_resources
+from gateway.app.settings import Settings
+from gateway.billing.money import UNITS_PER_CREDIT
+from gateway.config.live import ConfigWatcher
+from gateway.config.loader import GatewayConfig, load_config
+from gateway.http.exception_handler import handle_exception
+from gateway.http.middleware import RequestContextMiddleware
+from gateway.logging import configure_logging
+from gateway.metrics import open_metrics
+
+__all__ = ["create_app"]
+
+
+def create_app(settings: Settings | None = None, config: GatewayConfig | None = None) -> Litestar:
+    """Build the app; the routing file is read now, so a bad one stops start-up here."""
+    settings = settings or Settings.from_env()
+    config = config or load_config(settings.config_path)
+    configure_logging(settings.log_level)
+    metrics, exporter = open_metrics(settings.metrics, units_per_credit=UNITS_PER_CREDIT)
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        async with open_resources(settings, config, metrics) as runtime:
+            app.state.resources = runtime.current
+
+            async def apply(new: GatewayConfig) -> None:
+                # Requests read app.state.resources when they start: they finish on theirs.
+                app.state.resources = await runtime.configure(new)
+
+            watcher = ConfigWatcher(config, apply, poll_seconds=settings.config_poll_seconds)
+            watcher.start()
+            # Everything built so far lives as long as the process. Freezing it keeps the
+            # full collections from rescanning it: measured, they stalled the loop ~60 ms.
+            gc.collect()
+            gc.freeze()
+            try:
+                yield
+            finally:
+                await watcher.close()
+
+    app = Litestar(
+        route_handlers=route_handlers(),
+        lifespan=[lifespan],
+        dependencies={
+            "resources": Provide(provide_resources, sync_to_thread=False),
+            "caller": Provide(provide_caller),
+        },
+        exception_handlers={Exception: handle_exception},
+        request_max_body_size=config.file.gateway.max_body_bytes,
+        logging_config=None,
+        openapi_config=openapi_config(),
+    )
+    app.state.metrics_exporter = exporter
+    # Outermost, around Litestar's own handler: routing errors (404/405) get a request id,
+    # headers, a log line and metrics like every other response.
+    app.asgi_handler = RequestContextMiddleware(app.asgi_handler, metrics)
+    return app

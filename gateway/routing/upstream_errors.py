@@ -1,0 +1,48 @@
+"""Upstream failures in the gateway's own error tree: the one place where a provider's error
+gets its status and code (the HTTP edge adds the framework's, `gateway.http.framework_errors`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from gateway.errors import (
+    GatewayError,
+    InvalidRequest,
+    ModelUnavailable,
+    UpstreamFailed,
+    UpstreamTimedOut,
+)
+from providers.errors import (
+    ProviderError,
+    UpstreamRejectedRequest,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
+
+__all__ = ["as_gateway_error"]
+
+
+def as_gateway_error(exc: BaseException) -> GatewayError:
+    """`exc` as the error a client sees; anything unknown is a fault of the gateway's (500)."""
+    if isinstance(exc, GatewayError):
+        return exc
+    if isinstance(exc, ProviderError):
+        return _from_provider(exc)
+    return GatewayError()
+
+
+def _from_provider(exc: ProviderError) -> GatewayError:
+    if isinstance(exc, UpstreamRejectedRequest):
+        return InvalidRequest(f"The model rejected the request: {exc.message}")
+    error: GatewayError
+    if isinstance(exc, UpstreamUnavailable):
+        error = ModelUnavailable()
+    elif isinstance(exc, UpstreamTimeout):
+        error = UpstreamTimedOut()
+    else:
+        error = UpstreamFailed()
+    if exc.retry_after is not None and exc.retry_after > 0:
+        # The upstream said when to come back: so does the gateway, in whole seconds.
+        error.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+    return error

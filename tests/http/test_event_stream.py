@@ -1,0 +1,105 @@
+"""`send_event_stream`: the SSE response of a streamed chat, over plain ASGI callables.
+
+The events are a stand-in for the chat service's (`ChatEvents`): it yields frames when the test
+lets it, and records whether the client was noticed leaving and whether it was closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from gateway.http.event_stream import send_event_stream
+
+
+class FakeEvents:
+    def __init__(self, frames: list[bytes]) -> None:
+        self.frames = frames
+        self.gate = asyncio.Event()
+        self.gone = False
+        self.closed = 0
+        self.yielded = 0
+
+    async def events(self) -> AsyncIterator[bytes]:
+        for i, frame in enumerate(self.frames):
+            if i == 1:
+                await self.gate.wait()  # the second frame waits until the test lets it go
+            if self.gone:
+                return
+            self.yielded += 1
+            yield frame
+
+    async def client_left(self) -> None:
+        self.gone = True
+        self.gate.set()
+        await self.close()
+
+    async def close(self) -> None:
+        self.closed += 1
+
+
+def test_frames_are_sent_as_they_come_and_the_body_ends() -> None:
+    async def main() -> list[dict[str, Any]]:
+        events = FakeEvents([b"data: 1\n\n", b"data: [DONE]\n\n"])
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            await asyncio.Event().wait()  # the client stays
+            raise AssertionError
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+            if message.get("body") == b"data: 1\n\n":
+                events.gate.set()
+
+        await send_event_stream(events, receive, send)
+        assert events.closed >= 1 and not events.gone
+        return sent
+
+    sent = asyncio.run(main())
+    assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 200
+    assert dict(sent[0]["headers"])[b"content-type"] == b"text/event-stream; charset=utf-8"
+    assert [m.get("body") for m in sent[1:]] == [b"data: 1\n\n", b"data: [DONE]\n\n", b""]
+    assert sent[-1]["more_body"] is False
+
+
+def test_a_client_that_disconnects_stops_the_stream() -> None:
+    async def main() -> None:
+        events = FakeEvents([b"data: 1\n\n", b"data: 2\n\n"])
+        sent: list[dict[str, Any]] = []
+        disconnected = asyncio.Event()
+
+        async def receive() -> dict[str, Any]:
+            await disconnected.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+            if message.get("body") == b"data: 1\n\n":
+                disconnected.set()
+
+        await send_event_stream(events, receive, send)
+        assert events.gone and events.closed >= 1 and events.yielded == 1
+        # No frame after the client left, and no end of body either.
+        assert [m.get("body") for m in sent[1:]] == [b"data: 1\n\n"]
+
+    asyncio.run(main())
+
+
+def test_a_failed_send_counts_as_the_client_leaving() -> None:
+    async def main() -> None:
+        events = FakeEvents([b"data: 1\n\n", b"data: 2\n\n"])
+
+        async def receive() -> dict[str, Any]:
+            await asyncio.Event().wait()
+            raise AssertionError
+
+        async def send(message: dict[str, Any]) -> None:
+            if message.get("body"):
+                raise OSError("connection reset")
+
+        await send_event_stream(events, receive, send)
+        assert events.gone and events.closed >= 1
+
+    asyncio.run(main())
