@@ -64,7 +64,7 @@ def test_revoked_key_is_401_at_once(gateway: GatewayProcess) -> None:
     key = gateway.new_key("default")
     headers = {"Authorization": f"Bearer {key}"}
     assert httpx.get(f"{gateway.base_url}/models", headers=headers).status_code == 200
-    assert gateway.app.cli("keys", "revoke", key).stdout.strip() == "revoked"
+    assert gateway.cli("keys", "revoke", key).stdout.strip() == "revoked"
     assert_envelope(
         httpx.get(f"{gateway.base_url}/models", headers=headers), 401, "invalid_api_key"
     )

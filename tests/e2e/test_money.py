@@ -71,7 +71,7 @@ def test_insufficient_credits_is_402_and_costs_nothing(gateway: GatewayProcess) 
     key = gateway.new_key("poor")
     balance = wallet(gateway, key)["balance_credits"]
     if Decimal(balance) != 0:
-        gateway.app.cli(
+        gateway.cli(
             "credits",
             "adjust",
             "--tenant",

@@ -62,8 +62,8 @@ def _start(workdir: Path, store_url: str | None, **env: str) -> tuple[GatewayPro
     if store_url is None:
         assert gateway.api_key
         return gateway, gateway.api_key
-    key = gateway.auth.issuing.get("default") or gateway.new_key("default")
-    gateway.auth.issuing["default"] = key
+    key = gateway.keys.get("default") or gateway.new_key("default")
+    gateway.keys["default"] = key
     gateway.grant("default", "5000")
     return gateway, key
 
