@@ -1,5 +1,5 @@
-"""The pooled aiohttp session every HTTP adapter opens, and the one translation of what
-aiohttp/asyncio raise into `providers.errors`.
+"""The pooled aiohttp session every HTTP adapter opens (through `providers.upstream`, which
+makes the calls), and the one translation of what aiohttp/asyncio raise into `providers.errors`.
 
     transport_error(exc)         for `except TRANSPORT_ERRORS as exc: raise ... from exc`
         any TimeoutError         UpstreamTimeout (connect, total, or per-read on a stream)

@@ -1,10 +1,10 @@
 """What every adapter's `ChatStream` shares: one upstream response, read to its end.
 
-`open_stream` functions take the first chunk before handing the stream out (`_head`), so a
-failure up to there raises from `stream()` itself. Ending cleanly hands the connection back to
-the pool; `aclose()` before that, or any error, closes it, so the upstream sees the disconnect
-and stops generating. Subclasses say how the next chunk is made (`_next_chunk`) and when the
-response was read to a proper end (`_clean_end`).
+`start()` takes the first chunk before the stream is handed out (`_head`), so a failure up to
+there raises from `stream()` itself. Ending cleanly hands the connection back to the pool;
+`aclose()` before that, or any error, closes it, so the upstream sees the disconnect and stops
+generating. Subclasses say how the next chunk is made (`_next_chunk`) and when the response was
+read to a proper end (`_clean_end`).
 """
 
 from __future__ import annotations
@@ -46,6 +46,18 @@ class ResponseStream:
         except ProviderError:
             self._abort()
             raise
+
+    async def start(self) -> Self:
+        """The stream with its first chunk read; raises (closing the response) if none comes."""
+        try:
+            self._head = await self._next_chunk()
+        except StopAsyncIteration:
+            self._abort()
+            raise ProviderError("the upstream stream ended without a single chunk") from None
+        except BaseException:
+            self._abort()
+            raise
+        return self
 
     async def aclose(self) -> None:
         response = self._response

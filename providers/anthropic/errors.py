@@ -4,15 +4,18 @@ when they arrive inside a 2xx answer or as a stream's `error` event. HTTP status
 
 The error's `type` picks the class by the HTTP status Anthropic documents for it, so an
 `overloaded_error` event is `UpstreamUnavailable` (the gateway may fall back) exactly as a 529
-answer is.
+answer is; `not_a_stream` reads a 2xx JSON answer to a stream request the same way.
 """
 
 from __future__ import annotations
 
-from providers.anthropic.wire import ErrorObject
-from providers.errors import ProviderError, UpstreamRejectedRequest, UpstreamUnavailable
+import msgspec
 
-__all__ = ["error_event"]
+from providers.anthropic.wire import ErrorObject, Message
+from providers.errors import ProviderError, UpstreamRejectedRequest, UpstreamUnavailable
+from providers.upstream import json_instead_of_stream
+
+__all__ = ["error_event", "not_a_stream"]
 
 # type -> (class, the HTTP status Anthropic answers that type with)
 _ERRORS: dict[str, tuple[type[ProviderError], int]] = {
@@ -38,3 +41,14 @@ def error_event(error: ErrorObject | None) -> ProviderError:
     if cls is not UpstreamRejectedRequest:  # a rejection's message is shown to the caller as is
         message = f"upstream reported {error.type or 'an error'}: {message}"
     return cls(message, upstream_status=status)
+
+
+def not_a_stream(raw: bytes) -> ProviderError:
+    """A 2xx JSON answer to a stream request: its error object, if it is one."""
+    try:
+        message = msgspec.json.decode(raw, type=Message)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        message = None
+    if message is not None and message.type == "error":
+        return error_event(message.error)
+    return json_instead_of_stream(raw)

@@ -3,13 +3,13 @@
 Each read is translated whole into a queue of chunks, so `ready()` is exact (a read that held
 only `ping` or `content_block_stop` queues nothing). A failure met while translating (an error
 event, a malformed one) is kept and raised after the chunks queued before it. The first chunk
-is read before `open_stream` returns, so whatever fails before it raises from `stream()`.
+is read before `start()` returns, so whatever fails before it raises from `stream()`.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from typing import Any, Self
 
 import aiohttp
 
@@ -19,24 +19,7 @@ from providers.http import TRANSPORT_ERRORS, transport_error
 from providers.response_stream import ResponseStream
 from providers.sse import SSEDecoder
 
-__all__ = ["AnthropicChatStream", "open_stream"]
-
-
-async def open_stream(response: aiohttp.ClientResponse) -> AnthropicChatStream:
-    """Wrap a 2xx event-stream response; raises (and closes it) if no first chunk comes."""
-    stream = AnthropicChatStream(response)
-    try:
-        await stream._fill()
-    except BaseException:
-        response.close()
-        raise
-    if not stream._chunks:
-        response.close()
-        failure = stream._failure
-        if failure is not None:
-            raise failure
-        raise ProviderError("the upstream stream ended without a single chunk")
-    return stream
+__all__ = ["AnthropicChatStream"]
 
 
 class AnthropicChatStream(ResponseStream):
@@ -55,6 +38,22 @@ class AnthropicChatStream(ResponseStream):
         self._translator = StreamTranslator()
         self._chunks: deque[dict[str, Any]] = deque()
         self._failure: ProviderError | None = None
+
+    async def start(self) -> Self:
+        """The stream with its first chunk queued; raises (closing the response) if none
+        comes: the failure met before it, or a stream that ended at once."""
+        try:
+            await self._fill()
+        except BaseException:
+            self._abort()
+            raise
+        if not self._chunks:
+            self._abort()
+            failure = self._failure
+            if failure is not None:
+                raise failure
+            raise ProviderError("the upstream stream ended without a single chunk")
+        return self
 
     async def __anext__(self) -> dict[str, Any]:
         chunks = self._chunks

@@ -1,6 +1,6 @@
 """One streamed call: `streamGenerateContent?alt=sse` bytes -> chunk dicts, as they arrive.
 
-The first chunk is read before `open_stream` returns, so anything that fails before it (bad
+The first chunk is read before `start()` returns, so anything that fails before it (bad
 status, refused connection, an error event, a blocked prompt, a stream that ends at once)
 raises from `provider.stream()` and the gateway can still fall back or answer with an error.
 Gemini ends a stream by closing the body: the end counts as proper only after a finishReason,
@@ -19,21 +19,7 @@ from providers.http import TRANSPORT_ERRORS, transport_error
 from providers.response_stream import ResponseStream
 from providers.sse import SSEDecoder
 
-__all__ = ["GeminiChatStream", "open_stream"]
-
-
-async def open_stream(response: aiohttp.ClientResponse, model: str) -> GeminiChatStream:
-    """Wrap a 2xx event-stream response; raises (and closes it) if no first chunk comes."""
-    stream = GeminiChatStream(response, model)
-    try:
-        stream._head = await stream._next_chunk()
-    except StopAsyncIteration:
-        response.close()
-        raise ProviderError("the upstream stream ended without a single chunk") from None
-    except BaseException:
-        response.close()
-        raise
-    return stream
+__all__ = ["GeminiChatStream"]
 
 
 class GeminiChatStream(ResponseStream):

@@ -47,11 +47,12 @@ from PIL import Image
 
 from providers.base import GeneratedImage, ImageRequest, ImageResult, MediaInput, TaskControl
 from providers.errors import ProviderError, UpstreamRejectedRequest
-from providers.http import MAX_MEDIA_BYTES, TRANSPORT_ERRORS, read_body, transport_error
+from providers.http import MAX_MEDIA_BYTES
 from providers.openai.errors import error_event
 from providers.openai.options import Options
-from providers.reference_part import ReferencePart, source_error
+from providers.reference_part import ReferencePart
 from providers.status import error_for_response, message_from_error
+from providers.upstream import Upstream
 
 __all__ = ["OpenAIImages", "image_dimensions", "image_size"]
 
@@ -211,10 +212,10 @@ def _references(family: _Family, references: list[MediaInput]) -> list[tuple[str
 
 
 class OpenAIImages:
-    """The Images API calls of one OpenAI provider (its session, URLs and options)."""
+    """The Images API calls of one OpenAI provider (its upstream, URLs and options)."""
 
-    def __init__(self, options: Options, session: aiohttp.ClientSession) -> None:
-        self._session = session
+    def __init__(self, options: Options, upstream: Upstream) -> None:
+        self._upstream = upstream
         self._generations = options.url("/images/generations")
         self._edits = options.url("/images/edits")
         self._timeout = aiohttp.ClientTimeout(
@@ -282,19 +283,16 @@ class OpenAIImages:
                 )
             url, data = self._edits, form()
             headers = {"Content-Type": data.content_type}  # over the session's JSON default
-        try:
-            async with self._session.post(
-                url, data=data, headers=headers, timeout=self._timeout
-            ) as response:
-                raw = await read_body(response, MAX_MEDIA_BYTES)
-        except TRANSPORT_ERRORS as exc:
-            source = source_error(parts)
-            if source is not None:  # reading a reference failed, not the upstream
-                raise source from exc
-            raise transport_error(exc) from exc
-        if not 200 <= response.status < 300:
-            raise _error(response.status, raw, response.headers)
-        return raw
+        return await self._upstream.request(
+            "POST",
+            url,
+            data,
+            headers=headers,
+            timeouts=self._timeout,
+            max_bytes=MAX_MEDIA_BYTES,
+            errors=_error,
+            uploads=parts,
+        )
 
     async def _waiting(
         self, call: Awaitable[bytes], control: TaskControl, percent: float, message: str

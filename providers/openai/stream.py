@@ -1,6 +1,6 @@
 """One streamed call: SSE bytes from an open aiohttp response -> chunk dicts, as they arrive.
 
-The first chunk is read before `open_stream` returns, so anything that fails before it (bad
+The first chunk is read before `start()` returns, so anything that fails before it (bad
 status, refused connection, an error event, a stream that ends at once) raises from
 `provider.stream()` and the gateway can still fall back or answer with a proper error.
 """
@@ -17,21 +17,7 @@ from providers.openai.translate import StreamTranslator
 from providers.response_stream import ResponseStream
 from providers.sse import SSEDecoder
 
-__all__ = ["OpenAIChatStream", "open_stream"]
-
-
-async def open_stream(response: aiohttp.ClientResponse) -> OpenAIChatStream:
-    """Wrap a 2xx event-stream response; raises (and closes it) if no first chunk comes."""
-    stream = OpenAIChatStream(response)
-    try:
-        stream._head = await stream._next_chunk()
-    except StopAsyncIteration:
-        response.close()
-        raise ProviderError("the upstream stream ended without a single chunk") from None
-    except BaseException:
-        response.close()
-        raise
-    return stream
+__all__ = ["OpenAIChatStream"]
 
 
 class OpenAIChatStream(ResponseStream):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import os
+from collections.abc import Sequence
 from typing import Any
 
 import aiohttp
@@ -37,14 +37,8 @@ from providers.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
-from providers.http import (
-    MAX_MEDIA_BYTES,
-    TRANSPORT_ERRORS,
-    new_session,
-    read_body,
-    transport_error,
-)
-from providers.reference_part import ReferencePart, source_error
+from providers.http import MAX_MEDIA_BYTES, TRANSPORT_ERRORS
+from providers.reference_part import ReferencePart
 from providers.replicate.audio import probe_audio
 from providers.replicate.options import Options
 from providers.replicate.translate import (
@@ -57,7 +51,7 @@ from providers.replicate.translate import (
     output_urls,
     prediction_input,
 )
-from providers.status import error_for_response
+from providers.upstream import Upstream, key_header
 
 __all__ = ["ReplicateProvider", "create"]
 
@@ -69,11 +63,10 @@ _ENDED = frozenset({"succeeded", "failed", "canceled", "aborted"})
 
 def create(name: str, options: Options) -> ReplicateProvider:
     """Build the provider (inside the running loop); ValueError when the key is misconfigured."""
-    api_key = options.resolve_api_key(os.environ)
-    auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    auth = key_header(options, "Authorization", "Bearer ")
     if any(header.lower() == "authorization" for header in options.extra_headers):
         auth = {}  # the configured header (on every request, from the session) wins
-    return ReplicateProvider(name, options, new_session(options, {}), auth)
+    return ReplicateProvider(name, options, Upstream(options, {}), auth)
 
 
 class ReplicateProvider:
@@ -83,12 +76,12 @@ class ReplicateProvider:
         self,
         name: str,
         options: Options,
-        session: aiohttp.ClientSession,
+        upstream: Upstream,
         auth: dict[str, str],
     ) -> None:
         self.name = name
         self._options = options
-        self._session = session
+        self._upstream = upstream
         self._auth = auth  # sent to the API's origin only
         self._json = {**auth, "Content-Type": "application/json"}
         self._origin = options.url("").origin()
@@ -133,7 +126,7 @@ class ReplicateProvider:
         return MusicResult(clips=clips)
 
     async def close(self) -> None:
-        await self._session.close()
+        await self._upstream.close()
 
     async def _reference(self, reference: MediaInput) -> str:
         """A URL the prediction can read the reference from: inline (read whole, which only
@@ -148,13 +141,7 @@ class ReplicateProvider:
         extension = mime.rpartition("/")[2].removeprefix("x-") or "bin"
         part = ReferencePart(reference, mime)
         form.add_field("content", part, filename=f"reference.{extension}", content_type=mime)
-        try:
-            raw = await self._call("POST", self._options.url("/files"), form)
-        except ProviderError as exc:
-            source = source_error([part])
-            if source is not None:  # reading the reference failed, not the upstream
-                raise source from exc
-            raise
+        raw = await self._call("POST", self._options.url("/files"), form, uploads=(part,))
         return decode(raw, UploadedFile, "file upload answer").urls.get
 
     async def _wait(self, prediction: Prediction, control: TaskControl) -> Prediction:
@@ -185,21 +172,20 @@ class ReplicateProvider:
         """Best effort: the task is ending anyway, so a failure here is only logged upstream."""
         url = self._options.url(f"/predictions/{prediction_id}/cancel")
         with contextlib.suppress(*TRANSPORT_ERRORS):
-            async with self._session.post(url, headers=self._auth, timeout=self._cancel_timeout):
+            async with self._upstream.session.post(
+                url, headers=self._auth, timeout=self._cancel_timeout
+            ):
                 pass
 
-    async def _call(self, method: str, url: URL, data: Any = None) -> bytes:
+    async def _call(
+        self, method: str, url: URL, data: Any = None, uploads: Sequence[ReferencePart] = ()
+    ) -> bytes:
         """One request; the key only goes to the API's origin; non-2xx raises."""
         same_origin = url.origin() == self._origin
         headers = (self._json if isinstance(data, bytes) else self._auth) if same_origin else None
-        try:
-            async with self._session.request(method, url, data=data, headers=headers) as response:
-                raw = await read_body(response, MAX_MEDIA_BYTES)
-        except TRANSPORT_ERRORS as exc:
-            raise transport_error(exc) from exc
-        if not 200 <= response.status < 300:
-            raise error_for_response(response.status, raw, response.headers)
-        return raw
+        return await self._upstream.request(
+            method, url, data, headers=headers, max_bytes=MAX_MEDIA_BYTES, uploads=uploads
+        )
 
 
 def _raise_unless_succeeded(prediction: Prediction) -> None:
