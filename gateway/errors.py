@@ -22,11 +22,15 @@
     ├── RequestHeadTooLarge           431 request_headers_too_large
     ├── NotImplementedYet             501 not_implemented
     ├── UpstreamFailed                502 upstream_error (retryable)
+    │   └── ModelFailed               502 upstream_error (the model failed at the request)
     ├── ModelUnavailable              503 model_unavailable (retryable)
     ├── UpstreamTimedOut              504 upstream_timeout (retryable)
     └── StoreUnavailable              503 store_unavailable (retryable)
 
 Each class carries its status, code and retryability, so raising code never picks numbers.
+A refusal that is not retryable but has a status the OpenAI and Anthropic SDKs retry on their
+own (408, 409, 429, 5xx: a 501, a reused ledger entry id) carries `x-should-retry: false`,
+the header those SDKs obey, so they do not send it again three times.
 An error raised for a call may also carry what the response and its log line report whatever
 the outcome: the resolved `model`, the caller's rate-limit state (`rate`, for the
 x-ratelimit-* headers) and, once upstreams were tried, the `route` taken (what failed where).
@@ -35,6 +39,7 @@ Services set them; `gateway.api` renders them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 import msgspec
@@ -52,6 +57,7 @@ __all__ = [
     "InvalidRequest",
     "KeyNotFound",
     "MethodNotAllowed",
+    "ModelFailed",
     "ModelUnavailable",
     "NotFound",
     "NotImplementedYet",
@@ -66,6 +72,8 @@ __all__ = [
     "UpstreamFailed",
     "UpstreamTimedOut",
     "ValidationFailed",
+    "decode_detail",
+    "fields_message",
 ]
 
 
@@ -74,6 +82,58 @@ class ErrorDetail(msgspec.Struct, kw_only=True):
 
     field: str
     message: str
+
+
+def fields_message(details: Sequence[ErrorDetail]) -> str:
+    """The one-line message of a refusal with details: `field: problem; field: problem`."""
+    return "; ".join(f"{d.field}: {d.message}" for d in details)
+
+
+_TYPE_WORDS = {
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "bool": "a boolean",
+    "array": "an array",
+    "object": "an object",
+    "null": "null",
+}
+_TYPE_NAME = re.compile(r"`([^`]+)`")
+
+
+def _words(types: re.Match[str]) -> str:
+    names = [name.strip() for name in types.group(1).split("|")]
+    return " or ".join(_TYPE_WORDS.get(name, name) for name in names)
+
+
+def decode_detail(exc: msgspec.ValidationError, *, unknown_hint: str = "") -> ErrorDetail:
+    """The field a decoder's validation error is about, as the client wrote it (a dotted path,
+    `messages[2].role`), and the problem in the gateway's words rather than the decoder's.
+
+    An unknown field is named itself (`colour`, `messages[0].colour`) with `unknown field`,
+    plus `unknown_hint` when it is at the top level (where a caller may say where such
+    options go). Bodies, routing files and query values all say it this way."""
+    text, _, at = str(exc).partition(" - at `$")
+    # msgspec writes a mapping's value as `[...]` (it does not say which key): name the map.
+    field = at.rstrip("`").lstrip(".").replace("[...]", "") if at else ""
+    if text.startswith(("Object contains unknown field", "Object missing required field")):
+        name = text.split("`")[1] if "`" in text else ""
+        unknown = text.startswith("Object contains")
+        message = "this field is required"
+        if unknown:
+            message = "unknown field" + (f"; {unknown_hint}" if unknown_hint and not field else "")
+        return ErrorDetail(field=f"{field}.{name}" if field else name, message=message)
+    if text.startswith("Expected "):
+        text = "expected " + _TYPE_NAME.sub(_words, text[len("Expected ") :])
+    elif text.startswith("Invalid enum value"):
+        text = text.removeprefix("Invalid enum value ") + " is not one of the allowed values"
+    else:
+        text = text[:1].lower() + text[1:]
+    return ErrorDetail(field=field or "body", message=text)
+
+
+_SDK_RETRIED = frozenset({408, 409, 429})
+"""Statuses below 500 that the OpenAI and Anthropic SDKs retry unless told not to."""
 
 
 class GatewayError(Exception):
@@ -102,6 +162,8 @@ class GatewayError(Exception):
         self.message = message or self.default_message
         self.details = list(details)
         self.headers = dict(headers or {})
+        if not self.retryable and (self.status_code in _SDK_RETRIED or self.status_code >= 500):
+            self.headers["x-should-retry"] = "false"
         super().__init__(self.message)
 
 
@@ -223,6 +285,14 @@ class NotImplementedYet(GatewayError):
 class UpstreamFailed(GatewayError):
     status_code, code, retryable = 502, "upstream_error", True
     default_message = "The model request failed upstream."
+
+
+class ModelFailed(UpstreamFailed):
+    """The upstream ran the request and its model failed at it (its words are the message):
+    the same request would fail the same way."""
+
+    retryable = False
+    default_message = "The model failed to produce a result."
 
 
 class ModelUnavailable(GatewayError):

@@ -1,5 +1,9 @@
 """Structured JSON logs: one line per request, rendered by msgspec, written to stdout.
 
+Every command logs this way (`serve` and `worker` to stdout; the one-shot commands, whose
+stdout is their result, to stderr), and so do the libraries that log through the standard
+`logging` module (uvicorn, aiohttp, redis: warnings and errors only), each line with its
+`logger` name.
 Inside the server, lines are flushed in batches a quarter second apart rather than one
 system call each (that was ~2 % of a request's CPU); outside a running loop (the CLI, start-up)
 every line is flushed at once, and whatever is pending is flushed at exit.
@@ -60,9 +64,32 @@ class _BatchedLines:
             self._stream.flush()
 
 
-def configure_logging(level: str = "info") -> None:
+class _StandardToStructured(logging.Handler):
+    """A standard `logging` record as a line of ours (same format, same stream)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            structlog.get_logger(record.name).log(
+                record.levelno,
+                record.getMessage(),
+                logger=record.name,
+                exc_info=record.exc_info or None,
+            )
+        except Exception:
+            self.handleError(record)
+
+
+_CONFIGURED: list[_BatchedLines] = []
+
+
+def configure_logging(level: str = "info", *, stream: Any = None) -> None:
+    """JSON lines at `level` and above to `stream` (stdout's bytes by default)."""
     numeric = _LEVELS.get(level.lower(), 20)
-    _lines = _BatchedLines(sys.stdout.buffer)
+    target = stream if stream is not None else sys.stdout.buffer
+    reused = [lines for lines in _CONFIGURED if lines._stream is target]
+    _lines = reused[0] if reused else _BatchedLines(target)
+    if not reused:
+        _CONFIGURED.append(_lines)
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
@@ -75,7 +102,11 @@ def configure_logging(level: str = "info") -> None:
         cache_logger_on_first_use=True,
     )
     # Libraries log through the standard module; keep them quiet unless something is wrong.
-    logging.basicConfig(level=max(numeric, logging.WARNING), stream=sys.stderr)
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if isinstance(h, _StandardToStructured)]:
+        root.removeHandler(handler)
+    root.addHandler(_StandardToStructured())
+    root.setLevel(max(numeric, logging.WARNING))
     for noisy in ("uvicorn.access", "httpx", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 

@@ -54,11 +54,20 @@ CAPABILITIES: frozenset[str] = frozenset(
 
 
 class Usage(msgspec.Struct, kw_only=True, frozen=True):
-    """Token counts the upstream reported (OpenAI names)."""
+    """Token counts the upstream reported (OpenAI names).
+
+    `cached_tokens` and `cache_creation_tokens` are the parts of `prompt_tokens` read from and
+    written to the upstream's prompt cache (priced apart). `partial` marks the counts of a
+    stream that had not ended: what the upstream reported so far, plus the adapter's estimate
+    of the output it delivered since (reasoning included), which the gateway charges when the
+    stream breaks off."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    cached_tokens: int = 0
+    cache_creation_tokens: int = 0
+    partial: bool = False
 
 
 class ChatCompletion(msgspec.Struct, kw_only=True):
@@ -71,11 +80,17 @@ class ChatCompletion(msgspec.Struct, kw_only=True):
 class ChatStream(Protocol):
     """One streamed call: iterate OpenAI `chat.completion.chunk` dicts as they arrive.
 
-    `usage` is set once the upstream reported it (normally in the last chunk). `aclose()` stops
-    the upstream request (client went away); it is safe to call twice.
+    `aclose()` stops the upstream request (client went away); it is safe to call twice.
     """
 
-    usage: Usage | None
+    @property
+    def usage(self) -> Usage | None:
+        """The final counts once the upstream reported them (normally in the last chunk).
+        Before that, an adapter whose upstream reports counts as it goes (Anthropic's
+        `message_start`, Gemini's `usageMetadata` in every chunk) gives what it learned so
+        far with `partial=True`; None when nothing was reported yet. Read it when the stream
+        is over (it may be computed on reading)."""
+        ...
 
     def __aiter__(self) -> AsyncIterator[dict[str, Any]]: ...
     async def aclose(self) -> None: ...

@@ -23,13 +23,19 @@ class ResponseStream:
     """Implements `providers.base.ChatStream` but for `ready()`; always `aclose()` it (safe
     twice)."""
 
-    __slots__ = ("_ended", "_head", "_response", "usage")
+    __slots__ = ("_ended", "_head", "_response", "_usage")
 
     def __init__(self, response: aiohttp.ClientResponse) -> None:
-        self.usage: Usage | None = None
+        self._usage: Usage | None = None
         self._response: aiohttp.ClientResponse | None = response
         self._head: dict[str, Any] | None = None
         self._ended = False
+
+    @property
+    def usage(self) -> Usage | None:
+        """What the upstream reported (`providers.base.ChatStream.usage`): here the final
+        counts once seen; a subclass whose upstream reports as it goes adds the partial ones."""
+        return self._usage
 
     def __aiter__(self) -> Self:
         return self

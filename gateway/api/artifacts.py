@@ -51,7 +51,8 @@ def artifact_view(record: ArtifactRecord) -> dict[str, Any]:
     }
 
 
-_BYTES = {"type": "string", "contentMediaType": "application/octet-stream"}
+_BYTES = {"type": "string", "format": "binary", "contentMediaType": "application/octet-stream"}
+"""Bytes, said for OpenAPI 3.1 readers (`contentMediaType`) and client generators (`format`)."""
 
 
 @get(
@@ -90,7 +91,13 @@ _BYTES_HEADERS = {
     "Content-Disposition": True,
     "Cache-Control": True,
 }
-_MEDIA = (Content("image/*", _BYTES), Content("audio/*", _BYTES))
+_MEDIA = (
+    Content("application/octet-stream", _BYTES),
+    Content("image/*", _BYTES),
+    Content("audio/*", _BYTES),
+)
+"""The content's own type (`image/png`, `audio/wav`, ...); `application/octet-stream` first,
+as the one media type client generators turn into a download."""
 _ACCESS = (
     "With the API key, or with the `expires` and `signature` of a URL in a task's output "
     "(valid for an hour, no key needed; a wrong or expired one is a 404)."

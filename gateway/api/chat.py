@@ -26,7 +26,7 @@ from gateway.chat.outcomes import ChatCompleted, ChatReplayed
 from gateway.errors import InvalidRequest, MethodNotAllowed, PayloadTooLarge
 from gateway.http.context import context_of
 from gateway.http.event_stream import send_event_stream
-from gateway.http.json_body import decode_json, require_json_content_type
+from gateway.http.json_body import OPTIONS_HINT, decode_json, require_json_content_type
 from gateway.http.openai_sse import OPENAI_SSE
 from gateway.schemas.chat import ChatRequest, ChatRequestBody
 from gateway.schemas.chat_response import ChatCompletion, ChatCompletionChunk
@@ -83,7 +83,7 @@ async def chat_completions(scope: Any, receive: Any, send: Any) -> None:
     body = await _read_body(receive, resources.config.file.gateway.max_body_bytes)
     outcome = await resources.chat.handle(
         caller,
-        decode_json(body, _REQUEST, InvalidRequest),
+        decode_json(body, _REQUEST, InvalidRequest, unknown_hint=OPTIONS_HINT),
         body_size=len(body),
         framer=OPENAI_SSE,
         request_id=ctx.request_id,

@@ -15,7 +15,7 @@ from gateway.api.resources import Resources
 from gateway.api.task_view import task_view
 from gateway.errors import ValidationFailed
 from gateway.http.context import context_of
-from gateway.http.json_body import decode_json, require_json_content_type
+from gateway.http.json_body import OPTIONS_HINT, decode_json, require_json_content_type
 from gateway.schemas.media import MediaRequest
 from gateway.schemas.tasks import TaskView
 
@@ -59,7 +59,9 @@ async def create_task(
     ctx = context_of(request.scope)
     caller = await authenticate(ctx, resources)
     require_json_content_type(ctx.content_type)
-    parsed: MediaRequest = decode_json(await request.body(), decoder, ValidationFailed)
+    parsed: MediaRequest = decode_json(
+        await request.body(), decoder, ValidationFailed, unknown_hint=OPTIONS_HINT
+    )
     accepted = await resources.tasks.create(
         caller,
         capability,

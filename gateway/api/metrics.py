@@ -1,11 +1,12 @@
 """GET /metrics: Prometheus text format, no key (scrapers reach it on the network they share
-with the gateway; keep it off the public listener in front). 404 when GATEWAY_METRICS=off."""
+with the gateway; keep it off the public listener in front). 404 when GATEWAY_METRICS=off.
+HEAD answers the same status and content type without rendering anything (probes use it)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from litestar import Request, get
+from litestar import Request, get, route
 from litestar.response import Response
 
 from gateway.api.resources import Resources
@@ -13,7 +14,7 @@ from gateway.errors import NotFound
 from gateway.metrics import CONTENT_TYPE, LiveFacts, MetricsExporter
 from gateway.metrics.exposition import read_queue_depth
 
-__all__ = ["HANDLERS", "metrics"]
+__all__ = ["HANDLERS", "metrics", "metrics_head"]
 
 
 @get("/metrics", include_in_schema=False)
@@ -29,4 +30,11 @@ async def metrics(request: Request[Any, Any, Any], resources: Resources) -> Resp
     return Response(await exporter.render(facts), media_type=CONTENT_TYPE)
 
 
-HANDLERS = [metrics]
+@route("/metrics", http_method=["HEAD"], include_in_schema=False)
+async def metrics_head(request: Request[Any, Any, Any]) -> Response[bytes]:
+    if request.app.state.metrics_exporter is None:
+        raise NotFound("Metrics are off (GATEWAY_METRICS=off).")
+    return Response(b"", media_type=CONTENT_TYPE)
+
+
+HANDLERS = [metrics, metrics_head]

@@ -27,6 +27,9 @@ _FORM = Content(
         "properties": {
             "file": {
                 "type": "string",
+                # `format: binary` is what client generators read as a file (OpenAPI 3.0's
+                # word); `contentMediaType` is 3.1's.
+                "format": "binary",
                 "contentMediaType": "application/octet-stream",
                 "description": "An image (PNG, JPEG, WebP, GIF) or audio file (WAV, MP3, FLAC, "
                 "OGG, M4A), recognized by its bytes; at most 100 MB.",

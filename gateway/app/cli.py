@@ -22,6 +22,7 @@ from gateway.billing.money import format_credits
 from gateway.client import cli as tasks_cli
 from gateway.config.loader import ConfigError, GatewayConfig, load_config
 from gateway.errors import EntryIdReused, GatewayError, KeyNotFound
+from gateway.logging import configure_logging
 from gateway.store import store_from_url
 from gateway.store.base import Store
 
@@ -115,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if getattr(args, "config", None):
         settings = replace(settings, config_path=args.config)
+    # One format for every command; a one-shot command's stdout is its result, so its log
+    # lines (a store warning, say) go to stderr.
+    server = args.command in ("serve", "worker")
+    configure_logging(settings.log_level, stream=sys.stdout.buffer if server else sys.stderr.buffer)
     try:
         config = load_config(settings.config_path)
     except ConfigError as exc:

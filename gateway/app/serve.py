@@ -88,6 +88,7 @@ def serve(settings: Settings, config: GatewayConfig) -> int:
             http=bounded_protocol(limits),
             access_log=False,
             log_level="warning",
+            log_config=None,  # its loggers reach ours (gateway.logging): one format
             lifespan="on",
         )
     )

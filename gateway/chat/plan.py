@@ -17,7 +17,7 @@ import msgspec
 from msgspec import UNSET
 
 from gateway.billing.pricing import ChatPrice, estimate_prompt_tokens, prompt_token_bound
-from gateway.errors import ErrorDetail, InvalidRequest
+from gateway.errors import ErrorDetail, InvalidRequest, fields_message
 from gateway.routing.options import namespace_problems
 from gateway.routing.route import Choice, Route
 from gateway.schemas.chat import ChatRequest
@@ -70,24 +70,37 @@ class ChatPlan:
     requested: int | None
     tokens_reserved: int
     hold_units: int
+    legacy_answer: bool = False
+    """The client called with legacy `functions`: answer with `function_call`."""
 
     def body_for(self, route: Route) -> dict[str, Any]:
         """A fresh upstream body for `route` (a fallback)."""
         return _body(self.request, route, self.requested)
 
 
-def plan_call(request: ChatRequest, choice: Choice, bound: HoldBound, body_size: int) -> ChatPlan:
+def plan_call(
+    request: ChatRequest,
+    choice: Choice,
+    bound: HoldBound,
+    body_size: int,
+    *,
+    legacy_answer: bool = False,
+) -> ChatPlan:
     """`bound` covers `choice.routes`; routes whose output limit is below the request's
-    `max_completion_tokens` are left out (all of them: 400)."""
+    `max_completion_tokens` (or `max_tokens`) are left out (all of them: 400 naming the field
+    the client sent)."""
     requested = _requested(request)
     routes = choice.routes
     if requested is not None and requested > bound.min_output_tokens:
         routes = tuple(r for r in routes if r.model.max_output_tokens >= requested)
         if not routes:
-            limit = bound.max_output_tokens
-            raise InvalidRequest(
-                f"max_completion_tokens is {requested}, more than this model's limit of {limit}.",
+            field = "max_tokens" if request.max_tokens is not UNSET else "max_completion_tokens"
+            detail = ErrorDetail(
+                field=field,
+                message=f"is {requested}, more than this model's limit of "
+                f"{bound.max_output_tokens}",
             )
+            raise InvalidRequest(fields_message([detail]), details=[detail])
         bound = HoldBound.over(routes, [bound.price])
     body = _body(request, routes[0], requested)
     stream = "stream" in body
@@ -104,6 +117,7 @@ def plan_call(request: ChatRequest, choice: Choice, bound: HoldBound, body_size:
         requested=requested,
         tokens_reserved=estimate_prompt_tokens(body_size) + completion_bound,
         hold_units=bound.price.hold_units(prompt_token_bound(body_size), completion_bound),
+        legacy_answer=legacy_answer,
     )
 
 

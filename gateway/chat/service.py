@@ -38,6 +38,7 @@ from gateway.admission.idempotency import chat_claim
 from gateway.auth import Caller
 from gateway.billing.pricing import ChatPrice
 from gateway.chat.framing import StreamFramer
+from gateway.chat.legacy_functions import to_legacy_completion
 from gateway.chat.outcomes import (
     MODEL_HEADER,
     ROUTE_HEADER,
@@ -51,7 +52,7 @@ from gateway.chat.route_report import all_open, call_failure, refuse_if_all_open
 from gateway.chat.streaming import StreamJob
 from gateway.chat.usage import Charge, charge_for, usage_fields
 from gateway.chat.validation import check_chat_request
-from gateway.errors import InvalidRequest, StoreUnavailable
+from gateway.errors import InvalidRequest, StoreUnavailable, fields_message
 from gateway.ids import new_completion_id
 from gateway.logging import get_logger
 from gateway.metrics import DisabledMetrics, Metrics
@@ -107,7 +108,8 @@ class ChatService:
         (`GatewayError.upstream_seconds`); a refusal at admission carries the rate state from
         `Gatekeeper`."""
         started = time.perf_counter()
-        check_chat_request(request)
+        legacy = request.functions is not UNSET
+        request = check_chat_request(request)
         tenant = caller.tenant
         needs = chat_needs(request) if self._needs and request.model == "auto" else NO_NEEDS
         choice = self._router.choose(request.model, tenant, "chat", needs)
@@ -116,10 +118,8 @@ class ChatService:
             if request.model_options is not UNSET:
                 problems = options_problems(request.model_options, choice)
                 if problems:
-                    raise InvalidRequest(
-                        "; ".join(f"{p.field}: {p.message}" for p in problems), details=problems
-                    )
-            plan = plan_call(request, choice, self._bound(choice), body_size)
+                    raise InvalidRequest(fields_message(problems), details=problems)
+            plan = plan_call(request, choice, self._bound(choice), body_size, legacy_answer=legacy)
             if not plan.routes[0].breaker.closed and idempotency_key is None:
                 refuse_if_all_open(plan)  # (a repeated key may have a reply to replay)
             call = Call(
@@ -288,6 +288,8 @@ class ChatService:
                 )
             assert completion is not None
             note = route_taken(plan, route, failed)
+            if plan.legacy_answer:
+                to_legacy_completion(completion.body)
             payload = await self._finish_sync(
                 call, route, note, self._price(route), credits_per_usd, body_size, completion
             )

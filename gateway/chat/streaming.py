@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from gateway.billing.pricing import ChatPrice
 from gateway.chat.framing import StreamFramer
+from gateway.chat.legacy_functions import to_legacy_chunk
 from gateway.chat.outcomes import MODEL_HEADER, ROUTE_HEADER
 from gateway.chat.plan import ChatPlan
 from gateway.chat.usage import Charge, charge_for, usage_fields
@@ -77,6 +78,7 @@ class StreamJob:
         self._first: dict[str, Any] | None = None
         self._usage_body: dict[str, Any] | None = None
         self._content_chunks = 0
+        self._reasoning_chunks = 0  # charged as output when a stream breaks off, with content
         self._kept: list[bytes] | None = [] if call.idempotency is not None else None
         self.gone = False
 
@@ -97,10 +99,15 @@ class StreamJob:
             return None
         for choice in choices:
             delta = choice.get("delta")
-            if delta and (delta.get("content") or delta.get("tool_calls") or delta.get("refusal")):
-                self._content_chunks += 1
+            if delta:
+                if delta.get("content") or delta.get("tool_calls") or delta.get("refusal"):
+                    self._content_chunks += 1
+                elif delta.get("reasoning_content"):
+                    self._reasoning_chunks += 1
         chunk["id"] = self._call.call_id
         chunk["model"] = self._route.model.id
+        if self._plan.legacy_answer:
+            to_legacy_chunk(chunk)
         data = self._framer.chunk(chunk)
         if self._kept is not None:
             self._kept.append(data)
@@ -170,7 +177,7 @@ class StreamJob:
             self._price,
             self._upstream.usage,
             body_size=self._body_size,
-            produced_chunks=self._content_chunks,
+            produced_chunks=self._content_chunks + self._reasoning_chunks,
             usage_body=self._usage_body,
         )
 

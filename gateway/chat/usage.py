@@ -35,11 +35,16 @@ def charge_for(
     produced_chunks: int = 0,
     usage_body: dict[str, Any] | None = None,
 ) -> Charge:
-    """The charge of one call. Without reported usage (a stream cut short), the prompt is
-    estimated from the request size and each content chunk counts as one token, so a call that
-    produced something is never free."""
+    """The charge of one call. A stream cut short is charged from what its upstream reported
+    so far (`usage.partial`: the prompt and cache counts, the output with the adapter's
+    estimate of what it delivered since), and never below one token per output chunk
+    delivered (reasoning included); without any report, the prompt is estimated from the
+    request size. So a call that produced something is never free."""
     if usage is not None and (usage.prompt_tokens or usage.completion_tokens):
         prompt, completion = usage.prompt_tokens, usage.completion_tokens
+        if usage.partial:
+            prompt = prompt or estimate_prompt_tokens(body_size)
+            completion = max(completion, produced_chunks)
     else:
         prompt, completion = estimate_prompt_tokens(body_size), produced_chunks
     body = usage_body or {}
@@ -50,7 +55,8 @@ def charge_for(
                 _ONE, rounding=ROUND_HALF_UP
             )
             return Charge(int(units), prompt, completion)
-    cached = written = 0
+    cached = usage.cached_tokens if usage is not None else 0
+    written = usage.cache_creation_tokens if usage is not None else 0
     details = body.get("prompt_tokens_details")
     if isinstance(details, dict):
         if isinstance(details.get("cached_tokens"), int):

@@ -1,6 +1,8 @@
 """Chat request checks beyond types: the rules of the spec's request table and OpenAI's.
 
-Every problem becomes a `{field, message}` detail of one 400 `invalid_request`.
+Every problem becomes a `{field, message}` detail of one 400 `invalid_request`, naming the
+field as the client sent it. What OpenAI accepts is accepted (`temperature` with `top_p`; the
+legacy `functions` and `function_call`, which leave here as `tools` and `tool_choice`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ from typing import Any
 
 from msgspec import UNSET
 
-from gateway.errors import ErrorDetail, InvalidRequest
+from gateway.chat.legacy_functions import legacy_problems, legacy_to_tools
+from gateway.errors import ErrorDetail, InvalidRequest, fields_message
 from gateway.schemas.chat import (
     FUNCTION_NAME_PATTERN,
     MAX_METADATA_KEY,
@@ -31,22 +34,24 @@ __all__ = ["check_chat_request"]
 _FUNCTION_NAME = re.compile(FUNCTION_NAME_PATTERN)
 
 
-def check_chat_request(request: ChatRequest) -> None:
-    """400 `invalid_request` naming every field that breaks a rule (the types were checked
-    when the body was decoded, at the edge)."""
-    problems = _check(request)
+def check_chat_request(request: ChatRequest) -> ChatRequest:
+    """The request to serve: 400 `invalid_request` naming every field that breaks a rule (the
+    types were checked when the body was decoded, at the edge); legacy function calling said
+    as tools (a new request), else `request` itself."""
+    problems, legacy = _check(request)
     if problems:
-        raise InvalidRequest(
-            "; ".join(f"{p.field}: {p.message}" for p in problems), details=problems
-        )
+        raise InvalidRequest(fields_message(problems), details=problems)
+    return legacy_to_tools(request) if legacy else request
 
 
 def _set(value: Any) -> bool:
     return value is not UNSET and value is not None
 
 
-def _check(r: ChatRequest) -> list[ErrorDetail]:
+def _check(r: ChatRequest) -> tuple[list[ErrorDetail], bool]:
+    """The problems, and whether the request uses legacy function calling anywhere."""
     out: list[ErrorDetail] = []
+    legacy = False
 
     def bad(field: str, message: str) -> None:
         out.append(ErrorDetail(field=field, message=message))
@@ -56,11 +61,10 @@ def _check(r: ChatRequest) -> list[ErrorDetail]:
     if not r.messages:
         bad("messages", "must contain at least one message")
     for index, message in enumerate(r.messages):
-        _check_message(index, message, bad)
+        if _check_message(index, message, bad):
+            legacy = True
     _range(r.temperature, "temperature", 0.0, 2.0, bad)
     _range(r.top_p, "top_p", 0.0, 1.0, bad)
-    if _set(r.temperature) and _set(r.top_p):
-        bad("top_p", "pass either temperature or top_p, not both")
     _range(r.frequency_penalty, "frequency_penalty", -2.0, 2.0, bad)
     _range(r.presence_penalty, "presence_penalty", -2.0, 2.0, bad)
     for name in ("max_tokens", "max_completion_tokens"):
@@ -92,9 +96,12 @@ def _check(r: ChatRequest) -> list[ErrorDetail]:
     _one_of(r.service_tier, "service_tier", SERVICE_TIERS, bad)
     if r.response_format is not UNSET:
         _one_of(r.response_format.get("type"), "response_format.type", RESPONSE_FORMATS, bad)
-    _check_tools(r, bad)
+    names = _check_tools(r, bad)
+    if r.functions is not UNSET or r.function_call is not UNSET:
+        legacy = True
+        out += legacy_problems(r, names)
     _check_metadata(r, bad)
-    return out
+    return out, legacy
 
 
 def _range(value: Any, field: str, low: float, high: float, bad: Any) -> None:
@@ -107,7 +114,8 @@ def _one_of(value: Any, field: str, allowed: tuple[str, ...], bad: Any) -> None:
         bad(field, f"must be one of: {', '.join(allowed)}")
 
 
-def _check_message(index: int, m: ChatMessage, bad: Any) -> None:
+def _check_message(index: int, m: ChatMessage, bad: Any) -> bool:
+    """Checks one message; whether it is of legacy function calling."""
     field = f"messages[{index}]"
     content = m.content
     if isinstance(content, list):
@@ -132,15 +140,26 @@ def _check_message(index: int, m: ChatMessage, bad: Any) -> None:
         bad(f"{field}.tool_call_id", "required for role tool")
     if m.tool_calls is not UNSET and m.role != "assistant":
         bad(f"{field}.tool_calls", "only assistant messages carry tool_calls")
+    if m.role == "function":
+        if not _set(m.name):
+            bad(f"{field}.name", "required for role function (the function's name)")
+        return True
+    return _set(m.function_call)
 
 
-def _check_tools(r: ChatRequest, bad: Any) -> None:
+def _check_tools(r: ChatRequest, bad: Any) -> set[str]:
+    """Checks `tools` and `tool_choice` (`functions` too); the names of the functions given."""
     names: set[str] = set()
     if r.tools is not UNSET:
         for index, tool in enumerate(r.tools):
             if not _FUNCTION_NAME.fullmatch(tool.function.name):  # no trailing newline
                 bad(f"tools[{index}].function.name", f"must match {FUNCTION_NAME_PATTERN}")
             names.add(tool.function.name)
+    if r.functions is not UNSET:
+        for index, legacy in enumerate(r.functions):
+            if not _FUNCTION_NAME.fullmatch(legacy.name):
+                bad(f"functions[{index}].name", f"must match {FUNCTION_NAME_PATTERN}")
+            names.add(legacy.name)
     choice = r.tool_choice
     if isinstance(choice, str):
         _one_of(choice, "tool_choice", TOOL_CHOICES, bad)
@@ -155,6 +174,7 @@ def _check_tools(r: ChatRequest, bad: Any) -> None:
             bad("tool_choice.function.name", f"no tool named {name!r}")
     if _set(r.parallel_tool_calls) and r.tools is UNSET:
         bad("parallel_tool_calls", "only allowed when tools are given")
+    return names
 
 
 def _check_metadata(r: ChatRequest, bad: Any) -> None:

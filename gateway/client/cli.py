@@ -195,7 +195,18 @@ def _explain(exc: BaseException) -> str:
 
 
 def _print_json(task: Task) -> None:
-    print(msgspec.json.format(msgspec.json.encode(task), indent=2).decode())
+    print(msgspec.json.format(msgspec.json.encode(_as_sent(task)), indent=2).decode())
+
+
+def _as_sent(task: Task) -> dict[str, object]:
+    """The task with the output fields of its kind only (`images` or `clips`), as the gateway
+    sends it: the client's `TaskOutput` has both, one of them always empty."""
+    data: dict[str, object] = msgspec.to_builtins(task)
+    output = data.get("output")
+    if isinstance(output, dict):
+        other = "images" if task.capability.endswith("_music") else "clips"
+        output.pop(other, None)
+    return data
 
 
 def _create(client: TaskClient, args: argparse.Namespace) -> int:
@@ -298,7 +309,7 @@ def _list(client: TaskClient, args: argparse.Namespace) -> int:
     found = client.list(status=args.status, capability=args.capability, limit=min(args.limit, 100))
     for task in found if args.all else itertools.islice(found, args.limit):
         if args.json:
-            print(msgspec.json.encode(task).decode())
+            print(msgspec.json.encode(_as_sent(task)).decode())
         else:
             created = task.created_at.isoformat() if task.created_at else "-"
             print(f"{task.task_id}\t{task.status}\t{task.capability}\t{created}")

@@ -28,6 +28,7 @@ from gateway.config.schema import (
     ceiling_price,
     image_price,
 )
+from gateway.errors import decode_detail
 from providers.registry import serves, spec_for
 
 __all__ = ["ConfigError", "GatewayConfig", "ProviderConfig", "Tenant", "load_config"]
@@ -94,12 +95,18 @@ def _fail(where: Path, field: str, problem: str) -> ConfigError:
 
 
 def _convert(where: Path, raw: Any, type_: type[Any], prefix: str) -> Any:
+    """`raw` as `type_`; a problem names the file, the field as written in it, and what is
+    wrong, in the words the API uses for request bodies (`unknown field`, `expected ...`)."""
     try:
         return msgspec.convert(raw, type_)
     except msgspec.ValidationError as exc:
-        message, _, at = str(exc).partition(" - at `$")
-        field = prefix + at.rstrip("`") if at else prefix or "(top level)"
-        raise _fail(where, field.lstrip("."), message) from exc
+        detail = decode_detail(exc)
+        inner = "" if detail.field == "body" else detail.field
+        if inner.startswith("["):
+            field = prefix + inner
+        else:
+            field = ".".join(part for part in (prefix, inner) if part)
+        raise _fail(where, field or "(top level)", detail.message) from exc
 
 
 def _build(where: Path, raw: dict[str, Any]) -> GatewayConfig:

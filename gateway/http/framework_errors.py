@@ -20,6 +20,7 @@ from gateway.errors import (
     PayloadTooLarge,
     UnsupportedMediaType,
     ValidationFailed,
+    fields_message,
 )
 from gateway.routing.upstream_errors import as_gateway_error
 
@@ -44,7 +45,7 @@ def _from_http(exc: HTTPException) -> GatewayError:
             for item in (exc.extra if isinstance(exc.extra, list) else [])
             if isinstance(item, dict)
         ]
-        return ValidationFailed(details=details)
+        return ValidationFailed(fields_message(details) or None, details=details)
     if exc.status_code == 413:
         return PayloadTooLarge()
     if exc.status_code == 415:

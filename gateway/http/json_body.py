@@ -17,12 +17,18 @@ from typing import TypeVar
 
 import msgspec
 
-from gateway.errors import ErrorDetail, GatewayError, UnsupportedMediaType
+from gateway.errors import (
+    ErrorDetail,
+    GatewayError,
+    UnsupportedMediaType,
+    decode_detail,
+    fields_message,
+)
 
 __all__ = [
     "MAX_JSON_DEPTH",
+    "OPTIONS_HINT",
     "decode_json",
-    "error_detail",
     "json_depth",
     "require_json_content_type",
 ]
@@ -30,6 +36,8 @@ __all__ = [
 T = TypeVar("T")
 
 MAX_JSON_DEPTH = 256
+OPTIONS_HINT = "model-specific options go in model_options"
+"""Said of an unknown top-level field of a body that has `model_options`."""
 
 _SIGNS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 _NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'"[]{}')
@@ -57,27 +65,30 @@ def json_depth(body: bytes) -> int:
     return max(accumulate(array("b", signs)), default=0)
 
 
-def decode_json(body: bytes, decoder: msgspec.json.Decoder[T], error: type[GatewayError]) -> T:
-    """Decode and type-check `body`; every problem raises `error` (400 or 422) with details."""
+def decode_json(
+    body: bytes,
+    decoder: msgspec.json.Decoder[T],
+    error: type[GatewayError],
+    *,
+    unknown_hint: str = "",
+) -> T:
+    """Decode and type-check `body`; every problem raises `error` (400 or 422) with details
+    that name the field as the client sent it (`unknown_hint` follows an unknown top-level
+    field's `unknown field`)."""
     if not body:
-        raise error(
-            "The request body is empty.",
-            details=[ErrorDetail(field="body", message="send a JSON object")],
-        )
+        detail = ErrorDetail(field="body", message="is empty; send a JSON object")
+        raise error(fields_message([detail]), details=[detail])
     if body.count(b"{") + body.count(b"[") > MAX_JSON_DEPTH and json_depth(body) > MAX_JSON_DEPTH:
-        raise error(
-            f"The request body is nested more than {MAX_JSON_DEPTH} levels deep.",
-            details=[ErrorDetail(field="body", message=f"at most {MAX_JSON_DEPTH} levels")],
-        )
+        detail = ErrorDetail(field="body", message=f"nested more than {MAX_JSON_DEPTH} levels")
+        raise error(fields_message([detail]), details=[detail])
     try:
         return decoder.decode(body)
     except msgspec.ValidationError as exc:
-        raise error(str(exc), details=[error_detail(exc)]) from exc
+        detail = decode_detail(exc, unknown_hint=unknown_hint)
+        raise error(fields_message([detail]), details=[detail]) from exc
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-        raise error(
-            "The request body is not valid JSON.",
-            details=[ErrorDetail(field="body", message=_decode_problem(body, exc))],
-        ) from exc
+        detail = ErrorDetail(field="body", message=_decode_problem(body, exc))
+        raise error(fields_message([detail]), details=[detail]) from exc
 
 
 def _decode_problem(body: bytes, exc: Exception) -> str:
@@ -85,28 +96,12 @@ def _decode_problem(body: bytes, exc: Exception) -> str:
     try:
         body.decode("utf-8")
     except UnicodeDecodeError as bad:
-        return f"invalid UTF-8 (byte 0x{body[bad.start]:02x} at offset {bad.start})"
+        return f"not valid JSON: invalid UTF-8 (byte 0x{body[bad.start]:02x} at offset {bad.start})"
     surrogate = _LONE_SURROGATE.search(body)
     if surrogate is not None:
         escape = surrogate.group().decode()
         return (
-            f"{escape} at offset {surrogate.start()} is half of a UTF-16 surrogate pair; "
-            "strings must be valid Unicode"
+            f"not valid JSON: {escape} at offset {surrogate.start()} is half of a UTF-16 "
+            "surrogate pair; strings must be valid Unicode"
         )
-    return str(exc)
-
-
-def error_detail(exc: msgspec.ValidationError) -> ErrorDetail:
-    """The field a msgspec validation error is about, as a dotted path, and the problem."""
-    message, _, at = str(exc).partition(" - at `$")
-    # msgspec writes a mapping's value as `[...]` (it does not say which key): name the map.
-    field = at.rstrip("`").lstrip(".").replace("[...]", "") if at else "body"
-    if message.startswith("Object contains unknown field"):
-        name = message.split("`")[1] if "`" in message else ""
-        message = f"unrecognized request argument: {name}"
-        field = f"{field}.{name}".lstrip(".") if field != "body" else name
-    elif message.startswith("Object missing required field"):
-        name = message.split("`")[1] if "`" in message else ""
-        field = f"{field}.{name}".lstrip(".") if field != "body" else name
-        message = "this field is required"
-    return ErrorDetail(field=field or "body", message=message)
+    return f"not valid JSON: {exc}"

@@ -50,6 +50,7 @@ async def refuse_websocket(scope: Any, send: Any, request_id: str) -> GatewayErr
         (b"content-type", b"application/json"),
         (b"content-length", b"%d" % len(body)),
         (b"connection", b"close"),
+        *((name.lower().encode(), value.encode()) for name, value in error.headers.items()),
     ]
     await send({"type": "http.response.start", "status": error.status_code, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})

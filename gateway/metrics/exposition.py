@@ -5,8 +5,14 @@ upstream's circuit breaker, the task queue's depth and whether the store answers
 read when Prometheus asks (one bounded store call), so they cost nothing per request and are
 right for this process whatever the other processes do.
 
+Beside them, the standard process metrics of prometheus-client's `ProcessCollector` and
+`PlatformCollector` (`process_resident_memory_bytes`, `process_cpu_seconds_total`,
+`process_open_fds`, `process_start_time_seconds`, ..., `python_info`), read at scrape time.
+
 In multiprocess mode (`PROMETHEUS_MULTIPROC_DIR`), the instruments' values are summed from every
-process's files in that folder; the live facts are this process's.
+process's files in that folder; the live facts and the process metrics are this process's (the
+serving one's: prometheus-client keeps no per-process files of them, so a `gateway worker`'s
+memory and CPU are not in the scrape).
 """
 
 from __future__ import annotations
@@ -17,7 +23,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client import CollectorRegistry, disable_created_metrics, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
@@ -90,6 +102,9 @@ class MetricsExporter:
     def __init__(self, registry: CollectorRegistry | None, multiprocess_dir: str | None) -> None:
         self._registry = registry
         self._multiprocess_dir = multiprocess_dir
+        self._process = CollectorRegistry(auto_describe=False)
+        ProcessCollector(registry=self._process)
+        PlatformCollector(registry=self._process)
 
     async def render(self, facts: LiveFacts) -> bytes:
         sources: list[Any] = []
@@ -99,6 +114,7 @@ class MetricsExporter:
             sources.append(merged)
         elif self._registry is not None:
             sources.append(self._registry)
+        sources.append(self._process)
         sources.append(_LiveCollector(facts))
         scrape = _Sources(sources)
         if self._multiprocess_dir is not None:  # reads a file per process: off the loop

@@ -6,7 +6,8 @@ tells what happened.
                           no answer in time (UpstreamTimeout), HTTP 502/503/504, a connection
                           broken or an answer unusable before the first byte (a ProviderError
                           without a status). Not: a rejection of the request (4xx), the
-                          gateway's credentials refused (401/403), other statuses.
+                          gateway's credentials refused (401/403), other statuses, or any
+                          error the adapter says is not retryable (a model's own failure).
     retry_delay(...)      before calling again an upstream that already failed this request
     route_note(...)       what `x-gateway-route` says after a failure: `auto; fallback=ID;
                           failed=A:REASON,B:REASON`, `auto; failed=...` (none answered),
@@ -22,13 +23,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from providers.errors import (
-    ProviderError,
-    TaskCanceled,
-    UpstreamRejectedRequest,
-    UpstreamTimeout,
-    UpstreamUnavailable,
-)
+from providers.errors import ProviderError, UpstreamTimeout, UpstreamUnavailable
 
 __all__ = [
     "FALLBACK_STATUSES",
@@ -52,12 +47,10 @@ class RetryPolicy:
 
 
 def falls_back(exc: BaseException) -> bool:
+    if not isinstance(exc, ProviderError) or not exc.retryable:
+        return False  # a rejection, a model's own failure, a canceled task, the gateway's bug
     if isinstance(exc, (UpstreamUnavailable, UpstreamTimeout)):
         return True
-    if isinstance(exc, (UpstreamRejectedRequest, TaskCanceled)) or not isinstance(
-        exc, ProviderError
-    ):
-        return False
     return exc.upstream_status is None or exc.upstream_status in FALLBACK_STATUSES
 
 

@@ -1,5 +1,15 @@
 """Upstream failures in the gateway's own error tree: the one place where a provider's error
 gets its status and code (the HTTP edge adds the framework's, `gateway.http.framework_errors`).
+
+    UpstreamRejectedRequest   400 invalid_request, with the upstream's message
+    UpstreamModelFailed       502 upstream_error, with the upstream's message; retryable as
+                              the adapter says (an interrupted job is, a failed one is not)
+    UpstreamUnavailable       503 model_unavailable
+    UpstreamTimeout           504 upstream_timeout
+    other ProviderError       502 upstream_error
+
+Only rejections and model failures quote the upstream: their words are about the request or
+the model; other messages may name the gateway's own setup and stay in the log.
 """
 
 from __future__ import annotations
@@ -9,12 +19,14 @@ import math
 from gateway.errors import (
     GatewayError,
     InvalidRequest,
+    ModelFailed,
     ModelUnavailable,
     UpstreamFailed,
     UpstreamTimedOut,
 )
 from providers.errors import (
     ProviderError,
+    UpstreamModelFailed,
     UpstreamRejectedRequest,
     UpstreamTimeout,
     UpstreamUnavailable,
@@ -36,7 +48,10 @@ def _from_provider(exc: ProviderError) -> GatewayError:
     if isinstance(exc, UpstreamRejectedRequest):
         return InvalidRequest(f"The model rejected the request: {exc.message}")
     error: GatewayError
-    if isinstance(exc, UpstreamUnavailable):
+    if isinstance(exc, UpstreamModelFailed):
+        kind = ModelFailed if not exc.retryable else UpstreamFailed
+        error = kind(f"The model failed: {exc.message}")
+    elif isinstance(exc, UpstreamUnavailable):
         error = ModelUnavailable()
     elif isinstance(exc, UpstreamTimeout):
         error = UpstreamTimedOut()

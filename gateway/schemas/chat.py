@@ -110,7 +110,8 @@ MESSAGE_RULES: dict[str, Any] = {
 
 REQUEST_RULES: dict[str, Any] = {
     "allOf": [
-        {"not": _present("temperature", "top_p")},
+        {"not": {"required": ["functions", "tools"]}},
+        {"not": {"required": ["function_call", "tool_choice"]}},
         _when(
             _present("top_logprobs"),
             {"required": ["logprobs"], "properties": {"logprobs": {"const": True}}},
@@ -130,8 +131,10 @@ REQUEST_RULES: dict[str, Any] = {
     ],
     "dependentRequired": {"parallel_tool_calls": ["tools"]},
     "description": "Also refused (400): `max_tokens` and `max_completion_tokens` with different "
-    "values; a `tool_choice` naming no tool of `tools`; a completion size above the model's "
-    "output limit.",
+    "values; a `tool_choice` naming no tool of `tools` (a `function_call` no function of "
+    "`functions`); a completion size above the model's output limit. The legacy `functions` "
+    "and `function_call` are taken as `tools` and `tool_choice`, and answered as OpenAI "
+    "answers them (`message.function_call`).",
 }
 """The rules of `gateway.chat.validation` that span the request's fields (those JSON Schema
 can say)."""
@@ -150,6 +153,14 @@ _TOOL_CHOICE_OBJECT = {
 }
 
 
+_FUNCTION_CALL = {
+    "anyOf": [
+        {"enum": ["none", "auto"]},
+        {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}},
+    ]
+}
+
+
 class ChatMessage(msgspec.Struct, kw_only=True, omit_defaults=True):
     role: Role
     content: Annotated[
@@ -160,6 +171,12 @@ class ChatMessage(msgspec.Struct, kw_only=True, omit_defaults=True):
     tool_call_id: str | UnsetType = UNSET
     refusal: str | UnsetType | None = UNSET
     reasoning_content: str | UnsetType | None = UNSET
+    thinking_blocks: list[dict[str, Any]] | UnsetType | None = UNSET
+    """Signed thinking blocks of an earlier answer, sent back (docs/providers.md, Anthropic)."""
+    reasoning_details: list[dict[str, Any]] | UnsetType | None = UNSET
+    """OpenRouter's form of the same, accepted too."""
+    extra_content: dict[str, Any] | UnsetType | None = UNSET
+    """Provider extras of an earlier answer sent back (Gemini's `google.thought_signature`)."""
     audio: dict[str, Any] | UnsetType | None = UNSET
     function_call: dict[str, Any] | UnsetType | None = UNSET
 
@@ -207,6 +224,12 @@ class ChatRequest(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unkno
         _refine({"anyOf": [{"enum": list(TOOL_CHOICES)}, _TOOL_CHOICE_OBJECT]}),
     ] = UNSET
     parallel_tool_calls: bool | UnsetType = UNSET
+    functions: Annotated[
+        list[FunctionDefinition] | UnsetType, _doc(deprecated=True, minItems=1)
+    ] = UNSET
+    function_call: Annotated[
+        str | dict[str, Any] | UnsetType, _refine(_FUNCTION_CALL), _doc(deprecated=True)
+    ] = UNSET
     response_format: Annotated[
         dict[str, Any] | UnsetType,
         _doc(type="object", properties={"type": {"enum": list(RESPONSE_FORMATS)}}),
@@ -221,6 +244,9 @@ class ChatRequest(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unkno
     service_tier: Annotated[str | UnsetType | None, _doc(enum=[*SERVICE_TIERS, None])] = UNSET
     safety_identifier: str | UnsetType = UNSET
     prompt_cache_key: str | UnsetType = UNSET
+    prompt_cache_retention: str | UnsetType | None = UNSET
+    prompt_cache_options: dict[str, Any] | UnsetType = UNSET
+    moderation: dict[str, Any] | UnsetType | None = UNSET
     user: str | UnsetType = UNSET
     prediction: dict[str, Any] | UnsetType | None = UNSET
     verbosity: str | UnsetType | None = UNSET

@@ -14,7 +14,7 @@ import msgspec
 
 from providers.anthropic.errors import not_a_stream
 from providers.anthropic.options import Options
-from providers.anthropic.request import messages_request
+from providers.anthropic.request import cache_mark, messages_request
 from providers.anthropic.stream import AnthropicChatStream
 from providers.anthropic.translate import completion_from_bytes
 from providers.base import ChatCompletion
@@ -37,20 +37,32 @@ class AnthropicProvider:
 
     def __init__(self, name: str, options: Options, upstream: Upstream) -> None:
         self.name = name
+        self._options = options
         self._upstream = upstream
         self._url = options.url("/messages")
         self._default_max_tokens = options.default_max_tokens
+        self._marks: dict[str, dict[str, Any] | None] = {}  # model -> its cache_control
 
     async def complete(self, body: dict[str, Any]) -> ChatCompletion:
-        request = messages_request(body, default_max_tokens=self._default_max_tokens, stream=False)
+        request = self._request(body, stream=False)
         return completion_from_bytes(
             await self._upstream.request("POST", self._url, _encode(request))
         )
 
     async def stream(self, body: dict[str, Any]) -> AnthropicChatStream:
-        request = messages_request(body, default_max_tokens=self._default_max_tokens, stream=True)
+        request = self._request(body, stream=True)
         response = await self._upstream.stream(self._url, _encode(request))
         return await AnthropicChatStream(response).start()
+
+    def _request(self, body: dict[str, Any], *, stream: bool) -> dict[str, Any]:
+        model = str(body.get("model", ""))
+        try:
+            cache = self._marks[model]
+        except KeyError:
+            cache = self._marks[model] = cache_mark(self._options.cache_ttl(model))
+        return messages_request(
+            body, default_max_tokens=self._default_max_tokens, stream=stream, cache=cache
+        )
 
     async def close(self) -> None:
         await self._upstream.close()

@@ -14,6 +14,9 @@ asked for something the answer would silently lack). The choices, also in docs/p
     rejected    n > 1, audio output, response_format json_object/json_schema,
                 web_search_options, role `function` and `function_call`, input_audio and file
                 parts, non-function tools, tool arguments that are not a JSON object
+    thinking    reasoning_effort and the signed blocks sent back: `providers.anthropic.thinking`
+    cached      with a `cache_control` lifetime for the model, the system prompt and the tools
+                are marked cacheable (the last system block and the last tool)
 """
 
 from __future__ import annotations
@@ -22,26 +25,48 @@ from typing import Any
 
 import msgspec
 
+from providers.anthropic.thinking import (
+    continues_unthought_turn,
+    strip_thinking,
+    thinking_blocks,
+    thinking_config,
+)
 from providers.errors import UpstreamRejectedRequest
 
-__all__ = ["THINKING_BUDGETS", "messages_request"]
+__all__ = ["cache_mark", "messages_request"]
 
-# reasoning_effort -> thinking.budget_tokens (capped below max_tokens; Anthropic's minimum 1024)
-THINKING_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32768}
-_MIN_THINKING = 1024
 _EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
 
+def cache_mark(ttl: str | None) -> dict[str, Any] | None:
+    """The `cache_control` of a cache lifetime from the options ("5m", "1h"), None for none."""
+    if ttl is None:
+        return None
+    return {"type": "ephemeral"} if ttl == "5m" else {"type": "ephemeral", "ttl": ttl}
+
+
 def messages_request(
-    body: dict[str, Any], *, default_max_tokens: int, stream: bool
+    body: dict[str, Any],
+    *,
+    default_max_tokens: int,
+    stream: bool,
+    cache: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The `POST /messages` body; UpstreamRejectedRequest naming the field it cannot carry."""
+    """The `POST /messages` body; UpstreamRejectedRequest naming the field it cannot carry.
+    `cache` (a `cache_mark`) marks the system prompt and the tools cacheable."""
     _reject_unsupported(body)
-    system, messages = _messages(body.get("messages") or [])
     max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or default_max_tokens
+    thinking = thinking_config(body, max_tokens)
+    system, messages = _messages(body.get("messages") or [], thinking is not None)
+    if thinking is not None and continues_unthought_turn(messages):
+        thinking = None  # the client dropped the blocks the continued turn needs
+        messages = strip_thinking(messages)
     out: dict[str, Any] = {"model": body.get("model"), "max_tokens": max_tokens}
     if system:
-        out["system"] = system
+        if cache is None:
+            out["system"] = system
+        else:  # a breakpoint needs the block form
+            out["system"] = [{"type": "text", "text": system, "cache_control": cache}]
     out["messages"] = messages
     if stream:
         out["stream"] = True
@@ -56,15 +81,16 @@ def messages_request(
     tools = body.get("tools")
     if tools:
         out["tools"] = [_tool(index, tool) for index, tool in enumerate(tools)]
+        if cache is not None:
+            out["tools"][-1]["cache_control"] = cache
         choice = _tool_choice(body.get("tool_choice"), body.get("parallel_tool_calls"))
         if choice is not None:
             out["tool_choice"] = choice
     user_id = _user_id(body)
     if user_id:
         out["metadata"] = {"user_id": user_id}
-    effort = body.get("reasoning_effort")
-    if effort is not None and effort != "none":
-        out["thinking"] = _thinking(effort, max_tokens)
+    if thinking is not None:
+        out["thinking"] = thinking
     return out
 
 
@@ -87,7 +113,7 @@ def _reject_unsupported(body: dict[str, Any]) -> None:
         raise _reject("web_search_options", "not supported by Anthropic upstreams")
 
 
-def _messages(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+def _messages(messages: list[dict[str, Any]], thinking: bool) -> tuple[str, list[dict[str, Any]]]:
     system: list[str] = []
     turns: list[dict[str, Any]] = []
     for i, message in enumerate(messages):
@@ -100,6 +126,8 @@ def _messages(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]
             blocks = _user_blocks(message.get("content"), field)
         elif role == "assistant":
             blocks = _assistant_blocks(message, field)
+            if thinking:
+                blocks[:0] = thinking_blocks(message)
         elif role == "tool":
             blocks, role = [_tool_result(message, field)], "user"
         else:
@@ -246,15 +274,3 @@ def _user_id(body: dict[str, Any]) -> str | None:
             return str(value)
     user = metadata.get("user")
     return str(user) if user else None
-
-
-def _thinking(effort: object, max_tokens: int) -> dict[str, Any]:
-    if effort not in THINKING_BUDGETS:
-        raise _reject("reasoning_effort", f"must be one of: none, {', '.join(THINKING_BUDGETS)}")
-    budget = min(THINKING_BUDGETS[effort], max_tokens - 1)
-    if budget < _MIN_THINKING:
-        raise _reject(
-            "reasoning_effort",
-            f"Anthropic extended thinking needs max_completion_tokens above {_MIN_THINKING}",
-        )
-    return {"type": "enabled", "budget_tokens": budget}

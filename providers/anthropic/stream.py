@@ -14,6 +14,7 @@ from typing import Any, Self
 import aiohttp
 
 from providers.anthropic.translate import StreamTranslator
+from providers.base import Usage
 from providers.errors import ProviderError
 from providers.http import TRANSPORT_ERRORS, transport_error
 from providers.response_stream import ResponseStream
@@ -75,6 +76,11 @@ class AnthropicChatStream(ResponseStream):
     def ready(self) -> bool:
         return bool(self._chunks) or self._failure is not None
 
+    @property
+    def usage(self) -> Usage | None:
+        """The final counts, or those of a stream cut short (`StreamTranslator.usage_so_far`)."""
+        return self._translator.usage_so_far()
+
     def _clean_end(self, response: aiohttp.ClientResponse) -> bool:
         return self._translator.finished and response.content.is_eof()
 
@@ -98,7 +104,6 @@ class AnthropicChatStream(ResponseStream):
                 if not translator.finished:
                     raise ProviderError("the upstream ended the stream before it finished")
                 translator.end(chunks)  # cut after the stop_reason: the usage chunk still
-                self.usage = translator.usage
                 return
             for event in events:
                 if translator.stopped:
@@ -109,4 +114,3 @@ class AnthropicChatStream(ResponseStream):
                     self._failure = exc
                     self._ended = True
                     break
-            self.usage = translator.usage

@@ -36,7 +36,8 @@ class MessageUsage(msgspec.Struct, kw_only=True):
 
 
 class Block(msgspec.Struct, kw_only=True):
-    """A content block: text, tool_use, thinking (others are decoded and skipped)."""
+    """A content block: text, tool_use, thinking with its `signature`, redacted_thinking with
+    its encrypted `data` (others are decoded and skipped)."""
 
     type: str
     text: str = ""
@@ -44,6 +45,8 @@ class Block(msgspec.Struct, kw_only=True):
     name: str = ""
     input: Any = None
     thinking: str = ""
+    signature: str = ""
+    data: str = ""
 
 
 class ErrorObject(msgspec.Struct, kw_only=True):
@@ -64,12 +67,14 @@ class Message(msgspec.Struct, kw_only=True):
 
 
 class Delta(msgspec.Struct, kw_only=True):
-    """`content_block_delta` (text/input_json/thinking) or `message_delta` (stop_reason)."""
+    """`content_block_delta` (text/input_json/thinking/signature) or `message_delta`
+    (stop_reason)."""
 
     type: str = ""
     text: str = ""
     partial_json: str = ""
     thinking: str = ""
+    signature: str = ""
     stop_reason: str | None = None
 
 

@@ -26,6 +26,8 @@ __all__ = ["SKIP_SIGNATURE", "gemini_request"]
 # call made by another model, or by a client that dropped `extra_content`).
 SKIP_SIGNATURE = "skip_thought_signature_validator"
 _OLD_MODELS = ("gemini-1", "gemini-2", "gemma")  # they neither need nor expect one
+# Models that only work in thinking mode: Gemini answers a budget of 0 with a 400.
+_ALWAYS_THINKING = ("gemini-2.5-pro", "gemini-3-pro", "gemini-3.1-pro")
 _TOOL_MODES = {"none": "NONE", "auto": "AUTO", "required": "ANY"}
 _THINKING_BUDGETS = {
     "none": 0,
@@ -59,8 +61,13 @@ def gemini_request(
     if "audio" in (body.get("modalities") or ()) or body.get("audio") is not None:
         raise _reject("audio output is not supported by this upstream")
     model = str(body.get("model", ""))
-    signatures = not model.removeprefix("models/").startswith(_OLD_MODELS)
-    system, contents = _contents(body.get("messages") or [], signatures)
+    name = model.removeprefix("models/")
+    current = not name.startswith(_OLD_MODELS)
+    if body.get("reasoning_effort") == "none" and name.startswith(_ALWAYS_THINKING):
+        raise _reject(
+            f"reasoning_effort: {name} cannot turn thinking off; use 'minimal' for the least"
+        )
+    system, contents = _contents(body.get("messages") or [], current)
     request: dict[str, Any] = {"contents": contents}
     if system:
         request["systemInstruction"] = {"parts": system}
@@ -110,8 +117,10 @@ def _generation_config(body: dict[str, Any], include_thoughts: bool = False) -> 
 
 
 def _contents(
-    messages: list[dict[str, Any]], signatures: bool
+    messages: list[dict[str, Any]], current: bool
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(systemInstruction parts, contents). `current`: a model that takes thought signatures
+    and call ids (not gemini-1*, gemini-2*, gemma*)."""
     system: list[dict[str, Any]] = []
     contents: list[dict[str, Any]] = []
     names: dict[str, str] = {}  # tool_call id -> function name, for the tool results
@@ -126,7 +135,7 @@ def _contents(
         if role == "user":
             turn, parts = "user", _parts(content, index)
         elif role == "assistant":
-            turn, parts = "model", _assistant_parts(message, index, names, signatures)
+            turn, parts = "model", _assistant_parts(message, index, names, current)
         elif role == "tool":
             call_id = message.get("tool_call_id")
             name = names.get(call_id) if isinstance(call_id, str) else None
@@ -135,7 +144,10 @@ def _contents(
                 raise _reject(
                     f"messages[{index}]: tool_call_id {call_id!r} matches no earlier tool call"
                 )
-            turn, parts = "user", [_function_response(name, content, index)]
+            response = _function_response(name, content, index)
+            if current and isinstance(call_id, str) and call_id:
+                response["functionResponse"]["id"] = call_id
+            turn, parts = "user", [response]
         elif role == "function":
             name = message.get("name") or "function"
             turn, parts = "user", [_function_response(name, content, index)]
@@ -207,10 +219,18 @@ def _guess(name: str | None) -> str | None:
 
 
 def _assistant_parts(
-    message: dict[str, Any], index: int, names: dict[str, str], signatures: bool
+    message: dict[str, Any], index: int, names: dict[str, str], current: bool
 ) -> list[dict[str, Any]]:
+    """Text parts, then one `functionCall` per tool call with its id and thought signature
+    (Google's stand-in for the first call when the client dropped it); a text answer's
+    signature (`extra_content.google.thought_signature` of the message) goes back on its
+    last text part."""
     parts = _parts(message.get("content"), index)
     calls = list(message.get("tool_calls") or ())
+    if not calls and parts and current:
+        signature = _signature_of(message)
+        if signature:
+            parts[-1]["thoughtSignature"] = signature
     legacy = message.get("function_call")
     if legacy:
         calls.append({"id": None, "function": legacy})
@@ -220,17 +240,27 @@ def _assistant_parts(
         if not name:
             raise _reject(f"messages[{index}].tool_calls[{position}]: function.name is required")
         call_id = call.get("id")
+        function_call: dict[str, Any] = {"name": name, "args": _arguments(function)}
         if isinstance(call_id, str):
             names[call_id] = name
-        part: dict[str, Any] = {"functionCall": {"name": name, "args": _arguments(function)}}
-        google = (call.get("extra_content") or {}).get("google") or {}
-        signature = google.get("thought_signature")
-        if isinstance(signature, str) and signature:
+            if current and call_id:
+                function_call["id"] = call_id
+        part: dict[str, Any] = {"functionCall": function_call}
+        signature = _signature_of(call)
+        if signature:
             part["thoughtSignature"] = signature
-        elif position == 0 and signatures:
+        elif position == 0 and current:
             part["thoughtSignature"] = SKIP_SIGNATURE
         parts.append(part)
     return parts
+
+
+def _signature_of(item: dict[str, Any]) -> str | None:
+    """`extra_content.google.thought_signature` of a message or a tool call, if a string."""
+    extra = item.get("extra_content")
+    google = extra.get("google") if isinstance(extra, dict) else None
+    signature = google.get("thought_signature") if isinstance(google, dict) else None
+    return signature if isinstance(signature, str) and signature else None
 
 
 def _arguments(function: dict[str, Any]) -> dict[str, Any]:

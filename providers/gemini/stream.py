@@ -13,6 +13,7 @@ from typing import Any
 
 import aiohttp
 
+from providers.base import Usage
 from providers.errors import ProviderError
 from providers.gemini.translate import StreamTranslator
 from providers.http import TRANSPORT_ERRORS, transport_error
@@ -42,6 +43,11 @@ class GeminiChatStream(ResponseStream):
     def ready(self) -> bool:
         return self._head is not None or bool(self._ready) or bool(self._pending)
 
+    @property
+    def usage(self) -> Usage | None:
+        """The final counts, or those of a stream cut short (`StreamTranslator.usage_so_far`)."""
+        return self._translator.usage_so_far()
+
     def _clean_end(self, response: aiohttp.ClientResponse) -> bool:
         return self._eof
 
@@ -69,7 +75,6 @@ class GeminiChatStream(ResponseStream):
                         raise ProviderError("the upstream stream ended without a single chunk")
                     raise ProviderError("the upstream ended the stream before it finished")
                 tail = translator.end()
-                self.usage = translator.usage
                 if tail is None:
                     raise StopAsyncIteration
                 return tail

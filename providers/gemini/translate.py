@@ -3,9 +3,12 @@
     candidates[i]            choices[i] (its `index`)
     text parts               content, joined (null when there is none)
     `thought: true` parts    reasoning_content
-    functionCall parts       tool_calls, ids `call_<hex>`, args as a JSON string; a
+    functionCall parts       tool_calls, args as a JSON string; the id is Gemini's own
+                             (`functionCall.id`, Gemini 3) else `call_<hex>`; a
                              `thoughtSignature` rides along as Google's own OpenAI layer sends
                              it, `extra_content.google.thought_signature`, and comes back in
+    text part signature      the message's (or a delta's) `extra_content.google.thought_signature`
+                             when the turn calls no function
     finishReason             STOP -> stop (tool_calls when the turn calls functions),
                              MAX_TOKENS -> length, the safety family -> content_filter,
                              anything else -> stop
@@ -75,13 +78,16 @@ def completion_from_bytes(raw: bytes, model: str) -> ChatCompletion:
     return ChatCompletion(body=body, usage=usage_of(meta))
 
 
-def usage_of(meta: UsageMetadata) -> Usage:
+def usage_of(meta: UsageMetadata, more_output: int = 0, *, partial: bool = False) -> Usage:
     prompt = meta.prompt_token_count + meta.tool_use_prompt_token_count
-    completion = meta.candidates_token_count + meta.thoughts_token_count
+    completion = meta.candidates_token_count + meta.thoughts_token_count + more_output
+    total = meta.total_token_count + more_output if meta.total_token_count else 0
     return Usage(
         prompt_tokens=prompt,
         completion_tokens=completion,
-        total_tokens=meta.total_token_count or prompt + completion,
+        total_tokens=total or prompt + completion,
+        cached_tokens=meta.cached_content_token_count,
+        partial=partial,
     )
 
 
@@ -92,9 +98,22 @@ class StreamTranslator:
     of its own with an empty delta, as OpenAI sends it. Gemini has no end marker: `finished`
     records that a finishReason arrived, so the end of the body after it is a proper end
     (and `end()` gives the usage chunk), while an end before it is a broken stream.
+
+    Gemini reports `usageMetadata` as it goes (in every event, counts so far): a stream cut
+    short is charged from the last one, plus the output of events that came without it (a
+    quarter of its characters in tokens), `usage_so_far()`.
     """
 
-    __slots__ = ("_base", "_calls", "_meta", "_model", "_started", "finished", "usage")
+    __slots__ = (
+        "_base",
+        "_calls",
+        "_delivered",
+        "_meta",
+        "_model",
+        "_started",
+        "finished",
+        "usage",
+    )
 
     def __init__(self, model: str) -> None:
         self.usage: Usage | None = None
@@ -104,6 +123,17 @@ class StreamTranslator:
         self._started: set[int] = set()
         self._calls: dict[int, int] = {}  # choice index -> tool calls sent
         self._meta: UsageMetadata | None = None
+        self._delivered = 0  # characters of output since the last usageMetadata
+
+    def usage_so_far(self) -> Usage | None:
+        """The final counts once the stream ended; before, the last reported ones plus the
+        output delivered since (`partial`); None when Gemini reported none yet."""
+        if self.usage is not None:
+            return self.usage
+        meta = self._meta
+        if meta is None:
+            return None
+        return usage_of(meta, (self._delivered + 3) // 4, partial=True)
 
     @property
     def started(self) -> bool:
@@ -113,8 +143,10 @@ class StreamTranslator:
     def chunks(self, data: bytes) -> list[dict[str, Any]]:
         """The chunks for one event (none for an event that carries only usage)."""
         response = _decode(data, "stream event")
-        if response.usage_metadata is not None:
+        reported = response.usage_metadata is not None
+        if reported:
             self._meta = response.usage_metadata
+            self._delivered = 0
         if not response.candidates:
             feedback = response.prompt_feedback
             if response.error is not None or (feedback is not None and feedback.block_reason):
@@ -132,6 +164,8 @@ class StreamTranslator:
         finishes: list[dict[str, Any]] = []
         for candidate in response.candidates:
             delta = self._delta(candidate)
+            if not reported:
+                self._delivered += _size(delta)
             if delta:
                 logprobs = _logprobs(candidate.logprobs_result)
                 deltas.append(
@@ -176,13 +210,15 @@ class StreamTranslator:
             self._started.add(index)
             delta["role"] = "assistant"
         parts = candidate.content.parts if candidate.content is not None else ()
-        texts, thoughts, calls = _split(parts)
+        texts, thoughts, calls, signature = _split(parts)
         if texts:
             delta["content"] = "".join(texts)
         elif "role" in delta and not calls:
             delta["content"] = ""
         if thoughts:
             delta["reasoning_content"] = "".join(thoughts)
+        if signature is not None and not calls:
+            delta["extra_content"] = _google_signature(signature)
         if calls:
             sent = self._calls.get(index, 0)
             for position, call in enumerate(calls):
@@ -218,7 +254,7 @@ def _completion_id(response: GenerateContentResponse) -> str:
 
 def _choice(candidate: Candidate) -> dict[str, Any]:
     parts = candidate.content.parts if candidate.content is not None else ()
-    texts, thoughts, calls = _split(parts)
+    texts, thoughts, calls, signature = _split(parts)
     message: dict[str, Any] = {
         "role": "assistant",
         "content": "".join(texts) if texts else None,
@@ -228,6 +264,8 @@ def _choice(candidate: Candidate) -> dict[str, Any]:
         message["reasoning_content"] = "".join(thoughts)
     if calls:
         message["tool_calls"] = calls
+    elif signature is not None:
+        message["extra_content"] = _google_signature(signature)
     return {
         "index": candidate.index,
         "message": message,
@@ -236,28 +274,47 @@ def _choice(candidate: Candidate) -> dict[str, Any]:
     }
 
 
-def _split(parts: Any) -> tuple[list[str], list[str], list[dict[str, Any]]]:
+def _split(parts: Any) -> tuple[list[str], list[str], list[dict[str, Any]], str | None]:
+    """(texts, thoughts, tool calls, the signature of the last signed text part)."""
     texts: list[str] = []
     thoughts: list[str] = []
     calls: list[dict[str, Any]] = []
+    signature: str | None = None
     for part in parts:
         if part.function_call is not None:
             calls.append(_tool_call(part))
         elif part.text is not None:
-            (thoughts if part.thought else texts).append(part.text)
-    return texts, thoughts, calls
+            if part.thought:
+                thoughts.append(part.text)
+            else:
+                texts.append(part.text)
+                if part.thought_signature:
+                    signature = part.thought_signature
+    return texts, thoughts, calls, signature
+
+
+def _google_signature(signature: str) -> dict[str, Any]:
+    return {"google": {"thought_signature": signature}}
+
+
+def _size(delta: dict[str, Any]) -> int:
+    """Characters of output in a delta: text, thoughts, tool-call arguments."""
+    size = len(delta.get("content") or "") + len(delta.get("reasoning_content") or "")
+    for call in delta.get("tool_calls") or ():
+        size += len(call["function"]["arguments"])
+    return size
 
 
 def _tool_call(part: Part) -> dict[str, Any]:
     call = part.function_call
     assert call is not None
     out: dict[str, Any] = {
-        "id": "call_" + os.urandom(12).hex(),
+        "id": call.id or "call_" + os.urandom(12).hex(),
         "type": "function",
         "function": {"name": call.name, "arguments": _encode(call.args or {}).decode()},
     }
     if part.thought_signature:
-        out["extra_content"] = {"google": {"thought_signature": part.thought_signature}}
+        out["extra_content"] = _google_signature(part.thought_signature)
     return out
 
 

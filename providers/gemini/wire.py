@@ -31,6 +31,7 @@ __all__ = [
 class FunctionCall(msgspec.Struct, kw_only=True):
     name: str
     args: dict[str, Any] | None = None
+    id: str | None = None  # Gemini 3 names each call; its response must carry the same id
 
 
 class Part(msgspec.Struct, kw_only=True, rename="camel"):

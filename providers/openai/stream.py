@@ -49,7 +49,7 @@ class OpenAIChatStream(ResponseStream):
             while pending:
                 chunk = translator.chunk(pending.pop())
                 if translator.usage is not None:
-                    self.usage = translator.usage
+                    self._usage = translator.usage
                 if chunk is not None:
                     return chunk
             if self._decoder.done:

@@ -14,8 +14,9 @@ A cancel (TaskCanceled from a checkpoint), running out of `max_wait_seconds`, a 
 for good or the worker stopping all cancel the prediction upstream (`POST .../cancel`, best
 effort) before the error goes on, so nothing keeps running (and billing) for nobody. A poll
 that fails transiently (429, 5xx, timeout, refused) is retried up to three times in a row.
-A prediction that ends `failed` is ProviderError with its error; `aborted` (it never started
-before its deadline) is UpstreamUnavailable.
+A prediction that ends `failed` is UpstreamModelFailed with Replicate's error as the message,
+retryable only when Replicate says the run was interrupted (`passing_failure`); `aborted` (it
+never started before its deadline) is UpstreamUnavailable.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from yarl import URL
 from providers.base import GeneratedClip, MediaInput, MusicRequest, MusicResult, TaskControl
 from providers.errors import (
     ProviderError,
+    UpstreamModelFailed,
     UpstreamRejectedRequest,
     UpstreamTimeout,
     UpstreamUnavailable,
@@ -47,8 +49,10 @@ from providers.replicate.translate import (
     clip_title,
     create_call,
     decode,
+    failure_message,
     log_percent,
     output_urls,
+    passing_failure,
     prediction_input,
 )
 from providers.upstream import Upstream, key_header
@@ -195,7 +199,8 @@ def _raise_unless_succeeded(prediction: Prediction) -> None:
         raise UpstreamUnavailable("the prediction could not start before its deadline")
     if prediction.status == "canceled":
         raise ProviderError("the prediction was canceled upstream")
-    raise ProviderError(f"the prediction failed: {prediction.error or 'no error given'}")
+    message = failure_message(prediction.error)
+    raise UpstreamModelFailed(message, retryable=passing_failure(message))
 
 
 def _file_url(url: str) -> URL:

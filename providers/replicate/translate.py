@@ -25,14 +25,20 @@ __all__ = [
     "clip_title",
     "create_call",
     "decode",
+    "failure_message",
     "log_percent",
     "output_urls",
+    "passing_failure",
     "prediction_input",
 ]
 
 _MODEL = re.compile(r"^(?P<owner>[\w.-]+)/(?P<name>[\w.-]+)(?::(?P<version>[0-9a-f]{8,}))?$")
 _PERCENT = re.compile(r"(\d{1,3})%\|")  # tqdm bars in the model's logs: " 42%|████ | 210/500"
 _SET_BY_THE_GATEWAY = ("prompt", "input_audio")
+# Replicate's words for a run stopped by its own infrastructure, not by the input or the model:
+# "Prediction interrupted; please retry (code: PA)".
+_PASSING = re.compile(r"please retry|interrupted|\(code: PA\)", re.IGNORECASE)
+_MAX_FAILURE = 500
 _TITLE_WORDS = 6
 _TITLE_CHARS = 60
 _T = TypeVar("_T")
@@ -100,6 +106,22 @@ def prediction_input(request: MusicRequest, options: Options) -> dict[str, Any]:
     }
     values.update(request.options)
     return values
+
+
+def failure_message(error: object) -> str:
+    """A failed prediction's `error` as the message to show: its text (the end of a long one,
+    where a traceback says what went wrong), or a note that Replicate gave none."""
+    text = error if isinstance(error, str) else "" if error is None else str(error)
+    text = text.strip()
+    if not text:
+        return "the prediction failed without an error message"
+    return text if len(text) <= _MAX_FAILURE else "…" + text[-(_MAX_FAILURE - 1) :]
+
+
+def passing_failure(message: str) -> bool:
+    """Whether a failed prediction's error says the run was interrupted (retrying may work),
+    rather than failed because of the input or the model (it would fail again)."""
+    return _PASSING.search(message) is not None
 
 
 def log_percent(logs: str | None) -> float | None:

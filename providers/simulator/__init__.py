@@ -3,8 +3,10 @@
 It serves every capability: chat (below), images (real PNGs, `providers.simulator.images`) and
 music (real WAVs, `providers.simulator.music`); options in `providers.simulator.options`.
 
-Chat: same messages -> same answer (text of 8 to 60 tokens, cut at `max_completion_tokens` with
-finish_reason "length"). Directives in the LAST user message script its behaviour:
+Chat: same request -> same answer, honouring it as a model would (`n` choices, tool calls as
+`tool_choice` says, JSON for `response_format`; `providers.simulator.generator`), else text of
+8 to 60 tokens; cut at `max_completion_tokens` with finish_reason "length". Directives in the
+LAST user message script its behaviour:
 
     [[sim:fail=502]]        raise ProviderError (any other 5xx likewise)
     [[sim:fail=503]]        raise UpstreamUnavailable (also 408, 429, 529)
@@ -15,8 +17,7 @@ finish_reason "length"). Directives in the LAST user message script its behaviou
                             a non-stream call fails like fail=502
     [[sim:delay_ms=N]]      N more milliseconds before the first token
     [[sim:tokens=N]]        answer with exactly N tokens (still cut at max_completion_tokens)
-    [[sim:tool_call]]       answer with a tool call (also when `tools` is given and
-                            `tool_choice` is "required" or names a function)
+    [[sim:tool_call]]       answer with a tool call (one of `tools`, else `lookup`)
 
 `logprobs: true` (with optional `top_logprobs`) fills `choices[].logprobs.content`.
 Token counting rules: see `providers.simulator.generator`. Details: docs/providers.md.

@@ -12,6 +12,7 @@ import asyncio
 import os
 import random
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from providers.base import (
@@ -25,7 +26,7 @@ from providers.base import (
 )
 from providers.errors import ProviderError, UpstreamUnavailable
 from providers.simulator.directives import Directives, failure_for, parse_directives
-from providers.simulator.generator import Answer, logprob_items, plan_answer, seed_of
+from providers.simulator.generator import Answer, logprob_items, plan_answers, seed_of
 from providers.simulator.options import Options
 
 __all__ = ["SimulatorProvider", "SimulatorStream", "create"]
@@ -50,33 +51,38 @@ class SimulatorProvider:
         directives = await self._start(body)
         if directives.fail_after is not None:
             raise failure_for(502)
-        answer, seed = self._plan(body, directives)
+        answers, seed = self._plan(body, directives)
         if self._options.tokens_per_second:
-            await asyncio.sleep(len(answer.pieces) / self._options.tokens_per_second)
-        usage = _usage(answer)
-        message: dict[str, Any] = {"role": "assistant", "refusal": None, "annotations": []}
-        logprobs = None
-        if answer.tool_name is not None:
-            message["content"] = None
-            message["tool_calls"] = [_tool_call(answer, "".join(answer.pieces))]
-        else:
-            message["content"] = "".join(answer.pieces)
-            if body.get("logprobs"):
-                items = logprob_items(answer.pieces, seed, body.get("top_logprobs") or 0)
-                logprobs = {"content": items, "refusal": None}
+            pieces = sum(len(answer.pieces) for answer in answers)
+            await asyncio.sleep(pieces / self._options.tokens_per_second)
+        top = body.get("top_logprobs") or 0
+        choices = []
+        for index, answer in enumerate(answers):
+            message: dict[str, Any] = {"role": "assistant", "refusal": None, "annotations": []}
+            logprobs = None
+            if answer.tool_name is not None:
+                message["content"] = None
+                message["tool_calls"] = [_tool_call(answer, "".join(answer.pieces))]
+            else:
+                message["content"] = "".join(answer.pieces)
+                if body.get("logprobs"):
+                    items = logprob_items(answer.pieces, _choice_seed(seed, index), top)
+                    logprobs = {"content": items, "refusal": None}
+            choices.append(
+                {
+                    "index": index,
+                    "message": message,
+                    "logprobs": logprobs,
+                    "finish_reason": answer.finish_reason,
+                }
+            )
+        usage = _usage(answers)
         completion = {
             "id": _completion_id(),
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body.get("model", ""),
-            "choices": [
-                {
-                    "index": 0,
-                    "message": message,
-                    "logprobs": logprobs,
-                    "finish_reason": answer.finish_reason,
-                }
-            ],
+            "choices": choices,
             "usage": _usage_body(usage),
             "system_fingerprint": _FINGERPRINT,
         }
@@ -84,13 +90,19 @@ class SimulatorProvider:
 
     async def stream(self, body: dict[str, Any]) -> SimulatorStream:
         directives = await self._start(body)
-        answer, seed = self._plan(body, directives)
+        answers, seed = self._plan(body, directives)
         logprobs = None
-        if body.get("logprobs") and answer.tool_name is None:
-            logprobs = logprob_items(answer.pieces, seed, body.get("top_logprobs") or 0)
+        if body.get("logprobs"):
+            top = body.get("top_logprobs") or 0
+            logprobs = [
+                None
+                if answer.tool_name is not None
+                else logprob_items(answer.pieces, _choice_seed(seed, index), top)
+                for index, answer in enumerate(answers)
+            ]
         stream_options = body.get("stream_options")
         return SimulatorStream(
-            answer,
+            answers,
             model=body.get("model", ""),
             include_usage=bool(stream_options and stream_options.get("include_usage")),
             fail_after=directives.fail_after,
@@ -135,37 +147,39 @@ class SimulatorProvider:
             )
         return directives
 
-    def _plan(self, body: dict[str, Any], directives: Directives) -> tuple[Answer, bytes]:
+    def _plan(self, body: dict[str, Any], directives: Directives) -> tuple[list[Answer], bytes]:
         seed = seed_of(body.get("messages"))
         limit = self._options.max_output_tokens
         requested = body.get("max_completion_tokens")
         if type(requested) is int and requested < limit:
             limit = requested
-        answer = plan_answer(
+        answers = plan_answers(
             body, seed, tool_call=directives.tool_call, tokens=directives.tokens, limit=limit
         )
-        return answer, seed
+        return answers, seed
 
 
 class SimulatorStream:
-    """Implements `providers.base.ChatStream`: role chunk, one chunk per token, finish, usage.
+    """Implements `providers.base.ChatStream`: for each choice a role chunk, then one chunk per
+    token (the choices' tokens in turn), a finish chunk per choice, then usage.
 
     Paced by `tokens_per_second` against a start time (so slow consumers do not slow the
-    clock); `aclose()` stops it at the next chunk.
+    clock; one token of every choice per tick); `aclose()` stops it at the next chunk.
+    `fail_after` breaks it after that many content chunks.
     """
 
     def __init__(
         self,
-        answer: Answer,
+        answers: list[Answer],
         *,
         model: str,
         include_usage: bool,
         fail_after: int | None,
         tokens_per_second: float,
-        logprobs: list[dict[str, Any]] | None,
+        logprobs: list[list[dict[str, Any]] | None] | None,
     ) -> None:
         self.usage: Usage | None = None
-        self._answer = answer
+        self._answers = answers
         self._include_usage = include_usage
         self._fail_after = fail_after
         self._interval = 1 / tokens_per_second if tokens_per_second else 0.0
@@ -177,7 +191,7 @@ class SimulatorStream:
             "model": model,
             "system_fingerprint": _FINGERPRINT,
         }
-        self._step = 0  # 0 = role chunk, 1..n = tokens, n+1 = finish, n+2 = usage
+        self._steps = self._schedule()
         self._started = 0.0
         self._closed = False
 
@@ -187,30 +201,50 @@ class SimulatorStream:
     async def __anext__(self) -> dict[str, Any]:
         if self._closed:
             raise StopAsyncIteration
-        step = self._step
-        self._step = step + 1
-        answer = self._answer
-        pieces = answer.pieces
-        if step == 0:
-            self._started = asyncio.get_running_loop().time()
-            return self._chunk(self._first_delta(), None)
-        index = step - 1  # content chunks sent before this step
-        if index <= len(pieces):
-            if self._fail_after is not None and index >= self._fail_after:
-                self._closed = True
-                raise ProviderError(f"simulated stream break after {index} chunks")
-            if index == len(pieces):
-                self.usage = _usage(answer)
-                return self._chunk({}, answer.finish_reason)
-            if self._interval:
-                await self._pace(index)
-                if self._closed:
-                    raise StopAsyncIteration
-            return self._token_chunk(index)
-        if index == len(pieces) + 1 and self._include_usage:
-            return {**self._base, "choices": [], "usage": _usage_body(_usage(answer))}
-        self._closed = True
-        raise StopAsyncIteration
+        step = next(self._steps, None)
+        if step is None:
+            self._closed = True
+            raise StopAsyncIteration
+        kind, choice, index = step
+        if kind == _TOKEN and self._interval:
+            await self._pace(index)
+            if self._closed:
+                raise StopAsyncIteration
+        if kind == _BREAK:
+            self._closed = True
+            raise ProviderError(f"simulated stream break after {index} chunks")
+        if kind == _ROLE:
+            if choice == 0:
+                self._started = asyncio.get_running_loop().time()
+            return self._chunk(choice, self._first_delta(choice), None)
+        if kind == _TOKEN:
+            return self._token_chunk(choice, index)
+        if kind == _FINISH:
+            if choice == len(self._answers) - 1:
+                self.usage = _usage(self._answers)
+            return self._chunk(choice, {}, self._answers[choice].finish_reason)
+        return {**self._base, "choices": [], "usage": _usage_body(_usage(self._answers))}
+
+    def _schedule(self) -> Iterator[tuple[int, int, int]]:
+        """(kind, choice, token index) of each chunk in order; a break where `fail_after` is."""
+        answers = self._answers
+        for choice in range(len(answers)):
+            yield _ROLE, choice, 0
+        sent = 0
+        longest = max(len(answer.pieces) for answer in answers)
+        for index in range(longest):
+            for choice, answer in enumerate(answers):
+                if index < len(answer.pieces):
+                    if self._fail_after is not None and sent >= self._fail_after:
+                        yield _BREAK, choice, sent
+                    sent += 1
+                    yield _TOKEN, choice, index
+        if self._fail_after is not None and sent >= self._fail_after:
+            yield _BREAK, 0, sent
+        for choice in range(len(answers)):
+            yield _FINISH, choice, 0
+        if self._include_usage:
+            yield _USAGE, 0, 0
 
     async def aclose(self) -> None:
         self._closed = True
@@ -218,28 +252,30 @@ class SimulatorStream:
     def ready(self) -> bool:
         return not self._interval  # unpaced: every chunk is made at once
 
-    def _first_delta(self) -> dict[str, Any]:
-        if self._answer.tool_name is None:
+    def _first_delta(self, choice: int) -> dict[str, Any]:
+        answer = self._answers[choice]
+        if answer.tool_name is None:
             return {"role": "assistant", "content": "", "refusal": None}
-        call = _tool_call(self._answer, "")
+        call = _tool_call(answer, "")
         return {"role": "assistant", "content": None, "tool_calls": [{"index": 0, **call}]}
 
-    def _token_chunk(self, index: int) -> dict[str, Any]:
-        piece = self._answer.pieces[index]
-        if self._answer.tool_name is not None:
-            return self._chunk(
-                {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}, None
-            )
+    def _token_chunk(self, choice: int, index: int) -> dict[str, Any]:
+        answer = self._answers[choice]
+        piece = answer.pieces[index]
+        if answer.tool_name is not None:
+            delta = {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}
+            return self._chunk(choice, delta, None)
         logprobs = None
-        if self._logprobs is not None:
-            logprobs = {"content": [self._logprobs[index]], "refusal": None}
-        return self._chunk({"content": piece}, None, logprobs)
+        items = self._logprobs[choice] if self._logprobs is not None else None
+        if items is not None:
+            logprobs = {"content": [items[index]], "refusal": None}
+        return self._chunk(choice, {"content": piece}, None, logprobs)
 
     def _chunk(
-        self, delta: dict[str, Any], finish: str | None, logprobs: object = None
+        self, choice: int, delta: dict[str, Any], finish: str | None, logprobs: object = None
     ) -> dict[str, Any]:
-        choice = {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
-        return {**self._base, "choices": [choice]}
+        item = {"index": choice, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
+        return {**self._base, "choices": [item]}
 
     async def _pace(self, index: int) -> None:
         wait = self._started + index * self._interval - asyncio.get_running_loop().time()
@@ -247,12 +283,14 @@ class SimulatorStream:
             await asyncio.sleep(wait)
 
 
-def _usage(answer: Answer) -> Usage:
-    completion = len(answer.pieces)
+_ROLE, _TOKEN, _FINISH, _USAGE, _BREAK = range(5)
+
+
+def _usage(answers: list[Answer]) -> Usage:
+    completion = sum(len(answer.pieces) for answer in answers)
+    prompt = answers[0].prompt_tokens
     return Usage(
-        prompt_tokens=answer.prompt_tokens,
-        completion_tokens=completion,
-        total_tokens=answer.prompt_tokens + completion,
+        prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion
     )
 
 
@@ -272,6 +310,11 @@ def _tool_call(answer: Answer, arguments: str) -> dict[str, Any]:
         "type": "function",
         "function": {"name": answer.tool_name, "arguments": arguments},
     }
+
+
+def _choice_seed(seed: bytes, index: int) -> bytes:
+    """Choice 0 draws from the seed itself, as an answer without `n` does."""
+    return seed if index == 0 else seed + index.to_bytes(4, "big")
 
 
 def _completion_id() -> str:

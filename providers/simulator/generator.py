@@ -2,14 +2,26 @@
 
 Randomness comes from BLAKE2b over the JSON of the messages (and chained BLAKE2b blocks when
 more bytes are needed): one byte picks a word from a 256-word vocabulary, another decides
-punctuation. No `random.Random` per request, so a 60-token answer costs microseconds.
+punctuation. No `random.Random` per request, so a 60-token answer costs microseconds. Choice
+`i` of `n` draws from the seed with `i` appended (choice 0 from the seed itself).
+
+What an answer is, as a model honouring the request would give it:
+- a tool call when `tool_choice` names a function (that one) or is `required`, or when tools
+  are given with `auto` (or no `tool_choice`) and the last message is the user's; after a tool
+  result (`auto`) the answer is text, so an agent's loop ends. `required` calls a tool not yet
+  called since the user's last message when there is one. `none` never calls. Arguments follow
+  the function's `parameters` (`schema_values`); a function without parameters gets `{}`;
+- else JSON when `response_format` asks for it: `json_object` gives an object, `json_schema` a
+  value its schema accepts;
+- else text.
 
 Token counting (an estimate; documented so tests can rely on it):
     prompt_tokens     = 3 + per message (4 + ceil(chars / 4) of each text, 85 per non-text
                         part, ceil(chars / 4) of tool_calls JSON) + ceil(chars / 4) of tools JSON
     completion_tokens = number of pieces emitted: one word (with its leading space and
-                        punctuation) per content token, or one 4-character slice of the
-                        tool-call arguments per token
+                        punctuation) per text token, or one 4-character slice of the
+                        tool-call arguments or of the JSON content per token; summed over
+                        the `n` choices
 """
 
 from __future__ import annotations
@@ -20,7 +32,9 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["Answer", "logprob_items", "plan_answer", "prompt_tokens", "seed_of"]
+from providers.simulator.schema_values import schema_value
+
+__all__ = ["Answer", "logprob_items", "plan_answers", "prompt_tokens", "seed_of"]
 
 _encode = msgspec.json.encode
 
@@ -46,6 +60,7 @@ _WORDS = (
 _VOCAB = tuple(_WORDS.split())
 assert len(_VOCAB) == 256
 _SPACED = tuple(" " + word for word in _VOCAB)
+_JSON_FORMATS = ("json_object", "json_schema")
 _SPACED_CAPITAL = tuple(" " + word.capitalize() for word in _VOCAB)
 
 
@@ -64,25 +79,76 @@ def seed_of(messages: object) -> bytes:
     return blake2b(_encode(messages), digest_size=32).digest()
 
 
-def plan_answer(
+def plan_answers(
     body: dict[str, Any], seed: bytes, *, tool_call: bool, tokens: int | None, limit: int
-) -> Answer:
-    """The answer to `body`: text of 8..60 tokens (or `tokens`), or a tool call; cut at `limit`."""
+) -> list[Answer]:
+    """The `n` answers to `body` (module docstring), each cut at `limit` tokens."""
     prompt = prompt_tokens(body.get("messages"), body.get("tools"))
-    tool = _chosen_tool(body, seed) if tool_call or _tool_required(body) else None
-    if tool is not None or tool_call:
-        name, parameters = tool if tool is not None else ("lookup", {})
-        arguments = _tool_arguments(parameters, seed)
-        pieces = [arguments[i : i + 4] for i in range(0, len(arguments), 4)]
-        finish = "tool_calls"
-        if len(pieces) > limit:
-            pieces, finish = pieces[:limit], "length"
-        call_id = "call_sim_" + seed[:12].hex()
-        return Answer(pieces, finish, prompt, tool_name=name, tool_call_id=call_id)
+    n = body.get("n")
+    count = n if type(n) is int and n > 1 else 1
+    return [
+        _answer(body, _choice_seed(seed, index), prompt, tool_call, tokens, limit)
+        for index in range(count)
+    ]
+
+
+def _choice_seed(seed: bytes, index: int) -> bytes:
+    return seed if index == 0 else blake2b(seed + index.to_bytes(4, "big"), digest_size=32).digest()
+
+
+def _answer(
+    body: dict[str, Any],
+    seed: bytes,
+    prompt: int,
+    tool_call: bool,
+    tokens: int | None,
+    limit: int,
+) -> Answer:
+    tool = _tool_to_call(body, seed, directive=tool_call)
+    if tool is not None:
+        name, parameters = tool
+        return _sliced(
+            _tool_arguments(parameters, seed),
+            "tool_calls",
+            limit,
+            prompt,
+            tool_name=name,
+            tool_call_id="call_sim_" + seed[:12].hex(),
+        )
+    response_format = body.get("response_format")
+    if type(response_format) is dict and response_format.get("type") in _JSON_FORMATS:
+        return _sliced(_json_content(response_format, seed), "stop", limit, prompt)
     length = tokens if tokens is not None else 8 + seed[0] % 53
     if length > limit:
         return Answer(_words(seed, limit, end=False), "length", prompt)
     return Answer(_words(seed, length, end=True), "stop", prompt)
+
+
+def _sliced(
+    text: str,
+    finish: str,
+    limit: int,
+    prompt: int,
+    *,
+    tool_name: str | None = None,
+    tool_call_id: str = "",
+) -> Answer:
+    """`text` as 4-character tokens, cut at `limit` (then finish_reason "length")."""
+    pieces = [text[i : i + 4] for i in range(0, len(text), 4)]
+    if len(pieces) > limit:
+        pieces, finish = pieces[:limit], "length"
+    return Answer(pieces, finish, prompt, tool_name=tool_name, tool_call_id=tool_call_id)
+
+
+def _json_content(response_format: dict[str, Any], seed: bytes) -> str:
+    """JSON text for `json_object` (an object) or `json_schema` (a value of its schema)."""
+    spec = response_format.get("json_schema")
+    schema = spec.get("schema") if type(spec) is dict else None
+    if response_format.get("type") == "json_schema" and type(schema) is dict:
+        value = schema_value(schema, seed, _VOCAB)
+    else:
+        value = {"answer": "".join(_words(seed, 6 + seed[0] % 10, end=True))}
+    return _encode(value).decode()
 
 
 def prompt_tokens(messages: object, tools: object) -> int:
@@ -159,56 +225,64 @@ def _bytes(seed: bytes, n: int) -> bytes:
     return b"".join(out)
 
 
-def _tool_required(body: dict[str, Any]) -> bool:
-    choice = body.get("tool_choice")
-    return bool(body.get("tools")) and (choice == "required" or type(choice) is dict)
-
-
-def _chosen_tool(body: dict[str, Any], seed: bytes) -> tuple[str, dict[str, Any]] | None:
-    """The function named by tool_choice, else one of `tools` picked by the seed."""
-    functions = [
+def _functions(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
         tool["function"]
         for tool in body.get("tools") or ()
         if type(tool) is dict and type(tool.get("function")) is dict
     ]
-    if not functions:
-        return None
+
+
+def _tool_to_call(
+    body: dict[str, Any], seed: bytes, *, directive: bool
+) -> tuple[str, dict[str, Any]] | None:
+    """The function to call and its parameters, or None for an answer without a call."""
     choice = body.get("tool_choice")
-    wanted = choice.get("function", {}).get("name") if type(choice) is dict else None
-    chosen = next((f for f in functions if f.get("name") == wanted), None)
-    if chosen is None:
-        chosen = functions[seed[1] % len(functions)]
-    parameters = chosen.get("parameters")
-    return str(chosen.get("name", "tool")), parameters if type(parameters) is dict else {}
+    if choice == "none":
+        return None
+    functions = _functions(body)
+    if not functions:
+        return ("lookup", {}) if directive else None
+    if type(choice) is dict:
+        wanted = choice.get("function", {}).get("name")
+        named = next((f for f in functions if f.get("name") == wanted), None)
+        if named is not None:
+            return _named(named)
+    messages = body.get("messages")
+    last = messages[-1] if type(messages) is list and messages else None
+    last_role = last.get("role") if type(last) is dict else None
+    if choice != "required" and not directive and last_role != "user":
+        return None  # `auto` after a tool result (or an assistant prefill): text
+    called = _called_since_user(messages)
+    fresh = [f for f in functions if f.get("name") not in called] or functions
+    return _named(fresh[seed[1] % len(fresh)])
+
+
+def _named(function: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    parameters = function.get("parameters")
+    return str(function.get("name", "tool")), parameters if type(parameters) is dict else {}
+
+
+def _called_since_user(messages: object) -> set[str]:
+    """The functions the assistant called after the last user message."""
+    names: set[str] = set()
+    if type(messages) is not list:
+        return names
+    for message in reversed(messages):
+        if type(message) is not dict:
+            continue
+        if message.get("role") == "user":
+            break
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") if type(call) is dict else None
+            if type(function) is dict:
+                names.add(str(function.get("name")))
+    return names
 
 
 def _tool_arguments(parameters: dict[str, Any], seed: bytes) -> str:
-    """A JSON object string that fits the JSON Schema's top-level properties."""
-    properties = parameters.get("properties")
-    if type(properties) is not dict or not properties:
-        properties = {"query": {"type": "string"}}
-    rnd = _bytes(seed + b"arguments", 2 * len(properties))
-    arguments = {
-        key: _value(schema if type(schema) is dict else {}, rnd[2 * i], rnd[2 * i + 1])
-        for i, (key, schema) in enumerate(properties.items())
-    }
-    return _encode(arguments).decode()
-
-
-def _value(schema: dict[str, Any], a: int, b: int) -> object:
-    enum = schema.get("enum")
-    if type(enum) is list and enum:
-        return enum[a % len(enum)]
-    kind = schema.get("type")
-    if kind == "integer":
-        return a
-    if kind == "number":
-        return round(a + b / 256, 2)
-    if kind == "boolean":
-        return a % 2 == 0
-    if kind == "array":
-        items = schema.get("items")
-        return [_value(items if type(items) is dict else {}, a, b)]
-    if kind == "object":
-        return {}
-    return f"{_VOCAB[a]} {_VOCAB[b]}"
+    """A JSON object string its `parameters` schema accepts (`{}` when it declares none)."""
+    if not parameters:
+        return "{}"
+    value = schema_value({"type": "object", **parameters}, seed + b"arguments", _VOCAB)
+    return _encode(value if type(value) is dict else {}).decode()

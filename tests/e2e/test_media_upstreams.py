@@ -3,20 +3,16 @@ OpenAI Images API (`kind = "openai"`) and MusicGen on Replicate (`kind = "replic
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import io
-import threading
 import wave
 from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 import pytest
 from PIL import Image
 
-from tests.e2e.gateway_process import GatewayProcess, start_gateway
 from tests.e2e.media_support import (
     assert_books_balance,
     data_uri,
@@ -26,12 +22,14 @@ from tests.e2e.media_support import (
     root_of,
     task_entries,
     wait_for_task,
-    wait_until,
     wallet_balance,
     wav_bytes,
 )
 from tests.fakes.openai_images_upstream import FakeOpenAIImages, ImageReply
 from tests.fakes.replicate_upstream import FakeReplicate, Job
+from tests.support.gateway_process import GatewayProcess, start_gateway
+from tests.support.serving import serving
+from tests.support.waiting import wait_until
 
 IMAGES = "/v1/images/generations"
 IMAGE_TO_IMAGE = "/v1/images/image-to-image"
@@ -85,27 +83,6 @@ reference_audio_to_music = ["musicgen"]
 
 [tenants.default]
 """
-
-
-class _Served(Protocol):
-    async def start(self) -> None: ...
-    async def stop(self) -> None: ...
-
-
-@contextmanager
-def serving(fake: _Served) -> Iterator[None]:
-    """Run a fake upstream on its own event loop in a daemon thread."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="fake-upstream", daemon=True)
-    thread.start()
-    try:
-        asyncio.run_coroutine_threadsafe(fake.start(), loop).result(10)
-        yield
-        asyncio.run_coroutine_threadsafe(fake.stop(), loop).result(10)
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
 
 
 @pytest.fixture(scope="module")
@@ -358,7 +335,12 @@ def test_reference_audio_goes_to_the_prediction(
 @pytest.mark.parametrize(
     ("job", "body", "code", "message"),
     [
-        (Job(end="failed", error="CUDA out of memory"), {}, "upstream_error", ""),
+        (
+            Job(end="failed", error="CUDA out of memory"),
+            {},
+            "upstream_error",
+            "The model failed: CUDA out of memory",
+        ),
         (None, {"lyrics": "la la la"}, "invalid_request", "cannot sing lyrics"),
     ],
 )
@@ -378,6 +360,7 @@ def test_a_failing_music_task_is_refunded_in_full(
     assert task["status"] == "failed", task
     assert task["error"]["code"] == code
     assert message in task["error"]["message"]
+    assert task["error"]["retryable"] is False  # the same input would fail the same way
     assert ledger_of(api, task["task_id"]) == [("debit", "-80.0000"), ("refund", "80.0000")]
     assert wallet_balance(api) == before
     assert_books_balance(api)

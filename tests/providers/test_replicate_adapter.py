@@ -18,6 +18,7 @@ from providers.base import ChatProvider, MediaInput, MusicProvider, MusicRequest
 from providers.errors import (
     ProviderError,
     TaskCanceled,
+    UpstreamModelFailed,
     UpstreamRejectedRequest,
     UpstreamTimeout,
     UpstreamUnavailable,
@@ -370,11 +371,7 @@ def test_create_errors(
 @pytest.mark.parametrize(
     ("job", "error", "message"),
     [
-        (
-            Job(end="failed", error="CUDA out of memory"),
-            ProviderError,
-            "failed: CUDA out of memory",
-        ),
+        (Job(end="failed", error="CUDA out of memory"), UpstreamModelFailed, "CUDA out of memory"),
         (Job(end="aborted"), UpstreamUnavailable, "could not start before its deadline"),
         (Job(end="canceled"), ProviderError, "canceled upstream"),
         (Job(output={"audio": 1}), ProviderError, "without audio files"),
@@ -480,7 +477,7 @@ def test_cancel_while_generating_cancels_the_prediction_upstream() -> None:
             assert fake.canceled == ["pred0001"]
             assert fake.prediction("pred0001").status == "canceled"
             polls = fake.prediction("pred0001").polls
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # the behaviour under test: a while on, no poll
             assert fake.prediction("pred0001").polls == polls  # no polling after the cancel
             assert fake.downloads == []
 

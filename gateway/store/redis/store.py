@@ -8,16 +8,18 @@ lease and hold; `codec.py` decodes what they return. Connection failures and tim
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.commands.core import AsyncScript
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from gateway.store.redis.admission import RedisAdmissionArea
 from gateway.store.redis.api_keys import RedisKeyArea
 from gateway.store.redis.artifacts import RedisArtifactArea
+from gateway.store.redis.bounded import BoundedRedis
 from gateway.store.redis.errors import store_errors
 from gateway.store.redis.keys import RedisKeys
 from gateway.store.redis.pipeline import LuaScript, ScriptPipeline
@@ -86,12 +88,20 @@ class RedisStore(
         self.keys = RedisKeys(prefix)
         self._options: dict[str, Any] = {
             "decode_responses": False,
+            # The call's deadline (`bounded.py`) answers the caller; redis-py's own timeout
+            # ends the abandoned call (and frees its connection) soon after.
             "socket_timeout": socket_timeout,
             "socket_connect_timeout": connect_timeout,
-            # One quick retry covers a pooled connection the server closed; more would only
-            # delay the 503 a client can retry itself.
-            "retry": Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.05), retries),
-            # A bounded pool: a burst waits briefly for a connection instead of failing.
+            # One quick retry covers a pooled connection the server closed. None after a
+            # timeout: a client waits on these calls, and a second wait would double the
+            # bound (the 503 it gets instead is retryable).
+            "retry": Retry(
+                ExponentialWithJitterBackoff(base=0.01, cap=0.05),
+                retries,
+                supported_errors=(RedisConnectionError,),
+            ),
+            # A bounded pool: a burst waits briefly for a connection instead of failing (the
+            # caller waits for the wait and the reply together at most `socket_timeout`).
             "max_connections": max_connections,
             "timeout": socket_timeout,
         }
@@ -104,8 +114,10 @@ class RedisStore(
     async def open(self) -> None:
         if self._client is None:
             pool = BlockingConnectionPool.from_url(self.url, **self._options)
-            self._client = Redis.from_pool(pool)
-            self._scripts = Scripts(self._client)
+            client = cast(BoundedRedis, BoundedRedis.from_pool(pool))
+            client.bound = self._socket_timeout  # the pool wait and the reply, together
+            self._client = client
+            self._scripts = Scripts(client)
             if self.url.startswith(_PIPELINED_SCHEMES):
                 self._pipeline = ScriptPipeline(
                     self.url,

@@ -18,6 +18,7 @@ from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.commands.core import AsyncScript
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.typing import KeyT, StreamIdT
 
@@ -191,7 +192,11 @@ class RedisTaskQueueArea:
                 socket_timeout=_RECLAIM_EVERY + self._socket_timeout,  # a BLOCK is that long
                 socket_connect_timeout=self._connect_timeout,
                 # One quick retry for a connection the server closed, as the store's own pool.
-                retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.05), 1),
+                retry=Retry(
+                    ExponentialWithJitterBackoff(base=0.01, cap=0.05),
+                    1,
+                    supported_errors=(RedisConnectionError,),
+                ),
             )
         return self._queue_client
 
