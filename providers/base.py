@@ -8,6 +8,12 @@ adapter a validated request body (a dict, `model` already set to the upstream mo
 `max_completion_tokens` set, and for streams `stream_options.include_usage` forced on), and the
 adapter returns OpenAI-format completions and chunks whatever its upstream speaks.
 
+Anthropic's Messages API has a protocol of its own (`MessagesProvider`): an adapter whose
+upstream speaks it takes a `/v1/messages` request as the client wrote it (`model` and
+`max_tokens` already set by the gateway) and answers as its upstream did, so nothing of the
+request or the answer is lost in translation. The gateway uses it when the client called in
+that dialect; every other call goes through `ChatProvider`.
+
 Images and music are tasks: the gateway's worker calls the adapter with a typed request (model
 already the upstream name, reference files already stored by the gateway) and a `TaskControl`
 through which the adapter reports progress and learns that the caller canceled. The adapter
@@ -23,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import msgspec
@@ -39,6 +45,7 @@ __all__ = [
     "ImageRequest",
     "ImageResult",
     "MediaInput",
+    "MessagesProvider",
     "MusicProvider",
     "MusicRequest",
     "MusicResult",
@@ -114,6 +121,33 @@ class ChatProvider(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class MessagesProvider(Protocol):
+    """An upstream that speaks Anthropic's Messages API as is (besides `ChatProvider`).
+
+    `body` is the client's request with `model` (the upstream name) and `max_tokens` set;
+    `headers` are the client's `anthropic-version` and `anthropic-beta`, sent in place of the
+    adapter's own. Answers are the upstream's, every field kept: `messages` gives the message
+    as `ChatCompletion.body` (with its counts in `usage`), `messages_stream` yields each
+    stream event as a dict (its `usage` as `ChatStream.usage` says), `count_tokens` the
+    upstream's `{"input_tokens": N}`. Failures raise ProviderError as chat calls do.
+    """
+
+    name: str
+
+    async def messages(
+        self, body: dict[str, Any], headers: Mapping[str, str]
+    ) -> ChatCompletion: ...
+
+    async def messages_stream(
+        self, body: dict[str, Any], headers: Mapping[str, str]
+    ) -> ChatStream: ...
+
+    async def count_tokens(
+        self, body: dict[str, Any], headers: Mapping[str, str]
+    ) -> dict[str, Any]: ...
 
 
 OpenChunks = Callable[[], Awaitable[AsyncIterator[bytes]]]

@@ -146,12 +146,15 @@ class Upstream:
             return raw
         raise (errors or self._errors)(status, raw, response.headers)
 
-    async def stream(self, url: URL, body: bytes) -> aiohttp.ClientResponse:
+    async def stream(
+        self, url: URL, body: bytes, *, headers: Mapping[str, str] | None = None
+    ) -> aiohttp.ClientResponse:
         """POST `body` and return the open 2xx event-stream response (the caller closes it),
         each read within `stream_read_timeout_seconds`; an error status or a JSON answer
-        raises, after reading it whole."""
+        raises, after reading it whole. `headers` go over the session's for this call."""
         sign = self._sign
-        headers = None if sign is None else await _signed(sign, "POST", url, None, body)
+        if sign is not None:
+            headers = await _signed(sign, "POST", url, headers, body)
         try:
             response = await self.session.post(
                 url, data=body, headers=headers, timeout=self._stream_timeout

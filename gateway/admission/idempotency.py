@@ -6,10 +6,10 @@ import hashlib
 
 import msgspec
 
-from gateway.errors import ErrorDetail, GatewayError, InvalidRequest, ValidationFailed
+from gateway.errors import ErrorDetail, GatewayError, ValidationFailed
 from gateway.store.base import IdempotencyClaim
 
-__all__ = ["chat_claim", "claim_for", "fingerprint"]
+__all__ = ["claim_for", "fingerprint"]
 
 _canonical = msgspec.json.Encoder(order="sorted").encode
 
@@ -41,18 +41,4 @@ def claim_for(
     scope_hash = hashlib.sha256(f"{tenant}\n{method}\n{path}\n{key}".encode()).hexdigest()
     return IdempotencyClaim(
         scope=scope_hash, fingerprint=fingerprint(request), lease_seconds=lease_seconds
-    )
-
-
-def chat_claim(
-    *, tenant: str, key: str | None, request: object, lease_seconds: int
-) -> IdempotencyClaim | None:
-    return claim_for(
-        tenant=tenant,
-        method="POST",
-        path="/v1/chat/completions",
-        key=key,
-        request=request,
-        lease_seconds=lease_seconds,
-        invalid=InvalidRequest,
     )

@@ -23,11 +23,16 @@ from gateway.api.openapi.doc import Content, OperationDoc, documented
 from gateway.api.resources import Resources
 from gateway.api.responses import route_headers, send_bytes, send_reply
 from gateway.chat.outcomes import ChatCompleted, ChatReplayed
-from gateway.errors import InvalidRequest, MethodNotAllowed, PayloadTooLarge
+from gateway.errors import InvalidRequest, MethodNotAllowed
 from gateway.http.context import context_of
 from gateway.http.event_stream import send_event_stream
-from gateway.http.json_body import OPTIONS_HINT, decode_json, require_json_content_type
-from gateway.http.openai_sse import OPENAI_SSE
+from gateway.http.json_body import (
+    OPTIONS_HINT,
+    decode_json,
+    read_body,
+    require_json_content_type,
+)
+from gateway.http.openai_sse import OPENAI_CHAT
 from gateway.schemas.chat import ChatRequest, ChatRequestBody
 from gateway.schemas.chat_response import ChatCompletion, ChatCompletionChunk
 
@@ -78,14 +83,15 @@ async def chat_completions(scope: Any, receive: Any, send: Any) -> None:
         raise MethodNotAllowed()
     resources: Resources = scope["app"].state.resources
     ctx = context_of(scope)
+    ctx.dialect = OPENAI_CHAT.name
     caller = await authenticate(ctx, resources)
     require_json_content_type(ctx.content_type)
-    body = await _read_body(receive, resources.config.file.gateway.max_body_bytes)
+    body = await read_body(receive, resources.config.file.gateway.max_body_bytes)
     outcome = await resources.chat.handle(
         caller,
         decode_json(body, _REQUEST, InvalidRequest, unknown_hint=OPTIONS_HINT),
         body_size=len(body),
-        framer=OPENAI_SSE,
+        dialect=OPENAI_CHAT,
         request_id=ctx.request_id,
         idempotency_key=ctx.idempotency_key,
     )
@@ -101,22 +107,6 @@ async def chat_completions(scope: Any, receive: Any, send: Any) -> None:
         ctx.routing, ctx.upstream_seconds = outcome.route, outcome.upstream_seconds
         headers = route_headers(outcome.model, outcome.route)
         await send_event_stream(outcome.events, receive, send, headers)
-
-
-async def _read_body(receive: Any, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":  # the client went away before sending it all
-            raise InvalidRequest("The request body was not received completely.")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"The request body is larger than {limit} bytes.")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 HANDLERS = [chat_completions]

@@ -29,13 +29,16 @@ async def send_bytes(send: Any, body: bytes, extra: Sequence[tuple[bytes, bytes]
     await send({"type": "http.response.body", "body": body})
 
 
-async def send_reply(send: Any, reply: StoredReply) -> None:
+async def send_reply(
+    send: Any, reply: StoredReply, extra: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
     """A kept reply, replayed as it was (JSON, or a whole SSE stream), marked as a replay."""
     body = reply.body
     headers = [
         (b"content-type", reply.content_type.encode()),
         (b"content-length", str(len(body)).encode()),
         _REPLAYED,
+        *extra,
     ]
     headers += [(k.encode(), v.encode()) for k, v in reply.headers.items()]
     await send({"type": "http.response.start", "status": reply.status, "headers": headers})

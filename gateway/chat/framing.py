@@ -1,9 +1,11 @@
-"""How a streamed answer is framed for its client: given to the chat service by the HTTP edge.
+"""How an answer reaches its client: the dialect's framing, given to the chat service by the
+HTTP edge.
 
 The service frames each chunk as it goes out because an idempotent stream keeps its frames as
 its reply (replayed as is); which frames they are is the client dialect's, so the edge passes
-its framer in (`gateway.http.openai_sse` for OpenAI's Server-Sent Events) and nothing here knows
-HTTP.
+its dialect in (`gateway.chat.dialect`) and nothing here knows HTTP. A dialect whose events
+open and close things (Anthropic's content blocks) keeps state across a stream, so a framer
+is made per stream.
 """
 
 from __future__ import annotations
@@ -16,19 +18,29 @@ __all__ = ["StreamFramer"]
 
 
 class StreamFramer(Protocol):
+    """One stream's framing (made for it by `ChatDialect.framer` or `NativeRequest.framer`)."""
+
     @property
     def content_type(self) -> str:
         """The media type of the framed stream (kept with a stored reply)."""
         ...
 
-    def chunk(self, chunk: dict[str, Any]) -> bytes:
-        """One chat.completion.chunk (the gateway's id and model already in it)."""
+    @property
+    def wants_usage(self) -> bool:
+        """Whether `end` needs the final usage chunk (it costs a little to build)."""
+        ...
+
+    def chunk(self, chunk: dict[str, Any]) -> bytes | None:
+        """One upstream chunk framed (a chat.completion.chunk with the gateway's id and model
+        already in it, or a native event as the upstream sent it); None when nothing is to
+        be sent for it yet."""
         ...
 
     def error(self, error: GatewayError, request_id: str) -> bytes:
         """The last frame of a stream that broke after it began."""
         ...
 
-    def end(self) -> bytes:
-        """The last frame of a stream that completed."""
+    def end(self, usage: dict[str, Any] | None) -> bytes:
+        """The last frames of a stream that completed; `usage` is the final usage chunk (a
+        chat.completion.chunk whose `usage` has the credits) when `wants_usage`."""
         ...

@@ -17,12 +17,20 @@ import msgspec
 from msgspec import UNSET
 
 from gateway.billing.pricing import ChatPrice, estimate_prompt_tokens, prompt_token_bound
+from gateway.chat.dialect import NativeRequest
 from gateway.errors import ErrorDetail, InvalidRequest, fields_message
 from gateway.routing.options import namespace_problems
 from gateway.routing.route import Choice, Route
 from gateway.schemas.chat import ChatRequest
 
-__all__ = ["ChatPlan", "HoldBound", "chat_needs", "options_problems", "plan_call"]
+__all__ = [
+    "ChatPlan",
+    "HoldBound",
+    "chat_needs",
+    "keep_native_routes",
+    "options_problems",
+    "plan_call",
+]
 
 _JSON_FORMATS = ("json_object", "json_schema")
 _REQUEST_FIELDS = frozenset(ChatRequest.__struct_fields__)
@@ -119,6 +127,17 @@ def plan_call(
         hold_units=bound.price.hold_units(prompt_token_bound(body_size), completion_bound),
         legacy_answer=legacy_answer,
     )
+
+
+def keep_native_routes(plan: ChatPlan, native: NativeRequest) -> None:
+    """The request says what only an upstream of the client's dialect can carry: the plan
+    keeps the routes whose provider speaks it; with none, a 400 naming each such field. (The
+    hold, sized over all the routes, still covers the ones kept.)"""
+    routes = tuple(r for r in plan.routes if native.upstream(r.provider) is not None)
+    if not routes:
+        problems = list(native.problems)
+        raise InvalidRequest(fields_message(problems), details=problems)
+    plan.routes = routes
 
 
 def _requested(request: ChatRequest) -> int | None:

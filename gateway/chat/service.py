@@ -16,8 +16,9 @@ that answered; when none did, the hold is released and the last failure is the a
 pinned model whose breaker is open: 503 `model_unavailable` at once, before admission).
 
 The service knows no HTTP: it takes the caller, the decoded request (and its body's size, which
-bounds the prompt), the client dialect's stream framer, the request id and the Idempotency-Key,
-and returns an outcome (`gateway.chat.outcomes`) or raises a
+bounds the prompt), the client's dialect (`gateway.chat.dialect`: how answers are framed for
+it, and for a dialect some upstreams speak as is, the request in that dialect), the request id
+and the Idempotency-Key, and returns an outcome (`gateway.chat.outcomes`) or raises a
 `gateway.errors.GatewayError` carrying the model, the route and the rate state when the call
 got that far. The call's identity (`gateway.store.base.Call`) is built once, here, and carried
 from admission to settlement or release.
@@ -34,9 +35,11 @@ from msgspec import UNSET
 
 from gateway.admission.finisher import CallFinisher
 from gateway.admission.gatekeeper import Gatekeeper
-from gateway.admission.idempotency import chat_claim
+from gateway.admission.idempotency import claim_for
 from gateway.auth import Caller
 from gateway.billing.pricing import ChatPrice
+from gateway.chat.answers import completion_answer, kept_reply, native_answer
+from gateway.chat.dialect import ChatDialect, NativeRequest, NativeUpstream
 from gateway.chat.framing import StreamFramer
 from gateway.chat.legacy_functions import to_legacy_completion
 from gateway.chat.outcomes import (
@@ -47,10 +50,17 @@ from gateway.chat.outcomes import (
     ChatReplayed,
     ChatStreaming,
 )
-from gateway.chat.plan import ChatPlan, HoldBound, chat_needs, options_problems, plan_call
+from gateway.chat.plan import (
+    ChatPlan,
+    HoldBound,
+    chat_needs,
+    keep_native_routes,
+    options_problems,
+    plan_call,
+)
 from gateway.chat.route_report import all_open, call_failure, refuse_if_all_open, route_taken
 from gateway.chat.streaming import StreamJob
-from gateway.chat.usage import Charge, charge_for, usage_fields
+from gateway.chat.usage import Charge
 from gateway.chat.validation import check_chat_request
 from gateway.errors import InvalidRequest, StoreUnavailable, fields_message
 from gateway.ids import new_completion_id
@@ -96,11 +106,13 @@ class ChatService:
         request: ChatRequest,
         *,
         body_size: int,
-        framer: StreamFramer,
+        dialect: ChatDialect,
         request_id: str,
         idempotency_key: str | None,
+        native: NativeRequest | None = None,
     ) -> ChatOutcome:
-        """One chat call, from the decoded request to its outcome.
+        """One chat call, from the decoded request to its outcome. `native`: the request in
+        the client's dialect, for the routes whose provider speaks it (`gateway.chat.dialect`).
 
         Errors raised once the model is resolved carry it (`GatewayError.model`), once the
         call was admitted its rate state (`GatewayError.rate`), and once an upstream was tried
@@ -120,6 +132,8 @@ class ChatService:
                 if problems:
                     raise InvalidRequest(fields_message(problems), details=problems)
             plan = plan_call(request, choice, self._bound(choice), body_size, legacy_answer=legacy)
+            if native is not None and native.problems:
+                keep_native_routes(plan, native)
             if not plan.routes[0].breaker.closed and idempotency_key is None:
                 refuse_if_all_open(plan)  # (a repeated key may have a reply to replay)
             call = Call(
@@ -129,11 +143,14 @@ class ChatService:
                 request_id=request_id,
                 limits=tenant.limits,
                 tokens_reserved=plan.tokens_reserved,
-                idempotency=chat_claim(
+                idempotency=claim_for(
                     tenant=tenant.name,
+                    method="POST",
+                    path=dialect.path,
                     key=idempotency_key,
-                    request=request,
+                    request=request if native is None else native.request,
                     lease_seconds=self._hold_seconds,
+                    invalid=InvalidRequest,
                 ),
             )
             try:
@@ -154,7 +171,7 @@ class ChatService:
                     rate=rate,
                 )
             return await self._run(
-                call, plan, tenant.credits_per_usd, body_size, framer, rate, started
+                call, plan, tenant.credits_per_usd, body_size, dialect, native, rate, started
             )
         except Exception as exc:
             error = as_gateway_error(exc)  # anything else is a fault of the gateway's own: 500
@@ -172,13 +189,15 @@ class ChatService:
         plan: ChatPlan,
         credits_per_usd: Decimal,
         body_size: int,
-        framer: StreamFramer,
+        dialect: ChatDialect,
+        native: NativeRequest | None,
         rate: RateState,
         started: float,
     ) -> ChatCompleted | ChatStreaming:
         """The upstream calls of an admitted call, in the plan's order, until one answers;
         what admission took is given back when none does. Each attempt is timed: the sum is
-        the call's `upstream_seconds`, the time that was not the gateway's own."""
+        the call's `upstream_seconds`, the time that was not the gateway's own. A route whose
+        provider speaks the client's dialect (`native`) is called in it."""
         metrics = self._metrics
         waited = 0.0
         routes = plan.routes
@@ -210,7 +229,13 @@ class ChatService:
                 continue
             idle = 0
             attempts += 1
-            if body is None or route is not routes[0]:
+            speaker: NativeUpstream | None = None
+            if native is not None:
+                speaker = native.upstream(route.provider)
+            if speaker is not None:
+                assert native is not None
+                body = native.body_for(route.model.upstream_model)
+            elif body is None or route is not routes[0]:
                 body = plan.body_for(route)
             job: StreamJob | None = None
             completion: ChatCompletion | None = None
@@ -219,7 +244,14 @@ class ChatService:
             attempt_started = time.perf_counter()
             try:
                 if plan.stream:
-                    upstream = await route.chat.stream(body)
+                    framer: StreamFramer
+                    if speaker is not None:
+                        assert native is not None
+                        upstream = await speaker.stream(body)
+                        framer = native.framer(call_id=call.call_id, model=route.model.id)
+                    else:
+                        upstream = await route.chat.stream(body)
+                        framer = dialect.framer(include_usage=plan.include_usage)
                     note = route_taken(plan, route, failed)
                     price = self._price(route)
                     job = StreamJob(
@@ -233,12 +265,15 @@ class ChatService:
                         body_size,
                         upstream,
                         note,
+                        native=speaker is not None,
                     )
                     try:
                         await job.prefetch()
                     except BaseException:
                         await job.close()
                         raise
+                elif speaker is not None:
+                    completion = await speaker.complete(body)
                 else:
                     completion = await route.chat.complete(body)
             except Exception as exc:
@@ -288,11 +323,19 @@ class ChatService:
                 )
             assert completion is not None
             note = route_taken(plan, route, failed)
-            if plan.legacy_answer:
-                to_legacy_completion(completion.body)
-            payload = await self._finish_sync(
-                call, route, note, self._price(route), credits_per_usd, body_size, completion
-            )
+            price = self._price(route)
+            if speaker is not None:
+                assert native is not None
+                payload, charge = native_answer(
+                    call, route, price, credits_per_usd, body_size, completion, native
+                )
+            else:
+                if plan.legacy_answer:
+                    to_legacy_completion(completion.body)
+                payload, charge = completion_answer(
+                    call, route, price, credits_per_usd, body_size, completion, dialect
+                )
+            await self.settle(call, route, charge, kept_reply(call, route, note, payload))
             return ChatCompleted(
                 body=payload, model=route.model.id, route=note, rate=rate, upstream_seconds=waited
             )
@@ -303,36 +346,6 @@ class ChatService:
         error = call_failure(cause, plan, failed_route, failed, answered=False)
         error.upstream_seconds = waited
         raise error from cause
-
-    async def _finish_sync(
-        self,
-        call: Call,
-        route: Route,
-        note: str,
-        price: ChatPrice,
-        credits_per_usd: Decimal,
-        body_size: int,
-        completion: ChatCompletion,
-    ) -> bytes:
-        body, usage = completion.body, completion.usage
-        usage_body = body.get("usage") if isinstance(body.get("usage"), dict) else {}
-        charge = charge_for(price, usage, body_size=body_size, usage_body=usage_body)
-        body["id"] = call.call_id
-        body["model"] = route.model.id
-        body["object"] = "chat.completion"
-        body.setdefault("created", int(time.time()))
-        body["usage"] = usage_fields(usage_body or {}, charge, credits_per_usd)
-        payload = _encode(body)
-        reply = None
-        if call.idempotency is not None:
-            reply = StoredReply(
-                status=200,
-                content_type="application/json",
-                body=payload,
-                headers={MODEL_HEADER: route.model.id, ROUTE_HEADER: note},
-            )
-        await self.settle(call, route, charge, reply)
-        return payload
 
     async def settle(
         self, call: Call, route: Route, charge: Charge, reply: StoredReply | None

@@ -8,8 +8,11 @@ the stream ends in one of three ways, and each settles exactly once:
   upstream's breaker hears of it);
 - client went away: the upstream request is closed and what was produced is settled.
 
-The events are framed here (by the client dialect's `StreamFramer`, which the HTTP edge gives)
-because an idempotent stream keeps them as its reply (replayed as is). Sending them, and
+The events are framed here (by a `StreamFramer` made for this stream from the client's dialect)
+because an idempotent stream keeps them as its reply (replayed as is). A stream in the service's
+format (chat.completion.chunks) is read here: its usage, its output chunks, the gateway's id and
+model; a stream in the client's own dialect (`native`) goes to its framer as it came, and its
+usage is what its upstream reported. Sending them, and
 noticing the client leave, is the edge's (`gateway.http.event_stream`). What the stream needs of
 the service (settling, the breakers' news) is `StreamOwner`.
 """
@@ -62,6 +65,8 @@ class StreamJob:
         body_size: int,
         upstream: ChatStream,
         note: str,
+        *,
+        native: bool = False,
     ) -> None:
         self._service = service
         self._framer = framer
@@ -81,6 +86,7 @@ class StreamJob:
         self._reasoning_chunks = 0  # charged as output when a stream breaks off, with content
         self._kept: list[bytes] | None = [] if call.idempotency is not None else None
         self.gone = False
+        self._frame = self._frame_native if native else self.frame
 
     async def prefetch(self) -> None:
         """Raises (and the caller releases) when the upstream fails before its first chunk."""
@@ -109,8 +115,17 @@ class StreamJob:
         if self._plan.legacy_answer:
             to_legacy_chunk(chunk)
         data = self._framer.chunk(chunk)
-        if self._kept is not None:
+        if data is not None and self._kept is not None:
             self._kept.append(data)
+        return data
+
+    def _frame_native(self, event: dict[str, Any]) -> bytes | None:
+        """A native event as its framer sends it (each one framed counts as a chunk)."""
+        data = self._framer.chunk(event)
+        if data is not None:
+            self._content_chunks += 1
+            if self._kept is not None:
+                self._kept.append(data)
         return data
 
     async def events(self) -> AsyncIterator[bytes]:
@@ -125,7 +140,7 @@ class StreamJob:
         upstream = self._upstream
         try:
             if self._first is not None:
-                frame = self.frame(self._first)
+                frame = self._frame(self._first)
                 if frame is not None:
                     batch.append(frame)
             if batch and not upstream.ready():
@@ -134,7 +149,7 @@ class StreamJob:
             async for chunk in self._chunks:
                 if self.gone:
                     break
-                frame = self.frame(chunk)
+                frame = self._frame(chunk)
                 if frame is not None:
                     batch.append(frame)
                 if batch and not upstream.ready():
@@ -142,9 +157,8 @@ class StreamJob:
                     batch = []
             if not self.gone:
                 charge = self._charge()
-                tail = [self._framer.end()]
-                if self._plan.include_usage:
-                    tail.insert(0, self._framer.chunk(self._usage_chunk(charge)))
+                framer = self._framer
+                tail = [framer.end(self._usage_chunk(charge) if framer.wants_usage else None)]
                 reply = None
                 if self._kept is not None:
                     self._kept += tail

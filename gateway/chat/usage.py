@@ -9,7 +9,7 @@ from gateway.billing.money import format_credits, format_usd
 from gateway.billing.pricing import ChatPrice, estimate_prompt_tokens
 from providers.base import Usage
 
-__all__ = ["Charge", "charge_for", "usage_fields"]
+__all__ = ["Charge", "charge_for", "credit_fields", "usage_fields"]
 
 _ONE = Decimal(1)
 
@@ -86,3 +86,11 @@ def usage_fields(usage_body: dict[str, Any], charge: Charge, rate: Decimal) -> d
     usage_body["credits"] = format_credits(charge.units)
     usage_body["credits_usd_reference"] = format_usd(charge.units, rate)
     return usage_body
+
+
+def credit_fields(charge: Charge, rate: Decimal) -> dict[str, str]:
+    """The fields the gateway adds to any usage object: the charge in credits, and in USD."""
+    return {
+        "credits": format_credits(charge.units),
+        "credits_usd_reference": format_usd(charge.units, rate),
+    }

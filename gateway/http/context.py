@@ -6,14 +6,19 @@ HTTP-layer only: the middleware makes it, `gateway.api` fills it from what servi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.errors import GatewayError
 from gateway.store.base import RateState
 
-__all__ = ["SCOPE_KEY", "RequestContext", "context_of"]
+__all__ = ["SCOPE_KEY", "ErrorRenderer", "RequestContext", "context_of"]
 
 SCOPE_KEY = "gateway.ctx"
+
+ErrorRenderer = Callable[[GatewayError, str], tuple[int, bytes, dict[str, str]]]
+"""(error, request id) -> status, body and headers: a client dialect's own error shape."""
 
 
 @dataclass(slots=True)
@@ -36,6 +41,10 @@ class RequestContext:
     upstream_seconds: float = 0.0
     """Time spent waiting for upstreams before the response started (not the gateway's)."""
     response_started: float = 0.0
+    dialect: str | None = None
+    """The client dialect of a chat endpoint (`openai`, `anthropic`): a metrics label."""
+    render_error: ErrorRenderer | None = None
+    """Errors in the dialect's own shape (None: the gateway's envelope)."""
 
 
 def context_of(scope: Any) -> RequestContext:

@@ -2,6 +2,8 @@
 
 What an error carries for the call (its resolved model, the caller's rate state) goes to the
 request's context, for the x-ratelimit-* headers and the log line, as a success's outcome does;
+a path of another client dialect gets the error in that dialect's shape (`RequestContext.
+render_error`, set by its controller);
 a call that reached an upstream also says which model and route (`x-gateway-model`,
 `x-gateway-route`); a 429's Retry-After comes from its rate state. A failure caused by the
 connection ending first (the client left mid-body) is no server error: nothing is logged here,
@@ -45,6 +47,10 @@ def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Respons
     if type(error) is GatewayError and CONNECTION_ENDED not in request.scope:
         _log.error("unhandled_exception", request_id=request_id, exc_info=exc)
     headers = dict(error.headers)
+    status, content = error.status_code, None
+    if ctx is not None and ctx.render_error is not None:
+        status, content, shaped = ctx.render_error(error, request_id)
+        headers.update(shaped)
     if error.route is not None and error.model is not None:
         headers[MODEL_HEADER] = error.model
         headers[ROUTE_HEADER] = error.route
@@ -54,8 +60,8 @@ def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Respons
             retry_after_seconds(rate) if isinstance(rate, RateState) else 1
         )
     return Response(
-        content=envelope_bytes(error, request_id),
-        status_code=error.status_code,
+        content=envelope_bytes(error, request_id) if content is None else content,
+        status_code=status,
         media_type="application/json",
         headers=headers,
     )

@@ -105,6 +105,7 @@ class RequestContextMiddleware:
                 routing=ctx.routing,
                 error=ctx.error_code,
                 replayed=ctx.replayed or None,
+                dialect=ctx.dialect,
                 latency_ms=round(elapsed * 1000, 3),
                 upstream_ms=round(ctx.upstream_seconds * 1000, 3) if ctx.upstream_seconds else None,
             )
@@ -118,3 +119,7 @@ class RequestContextMiddleware:
                 ctx.error_code,
                 ctx.replayed,
             )
+            if ctx.dialect is not None:
+                self._metrics.dialect_request(
+                    ctx.dialect, scope.get("path_template") or UNMATCHED_ROUTE, status
+                )

@@ -76,6 +76,12 @@ class Metrics:
             "HTTP requests answered, by route template, method, status and model.",
             ("route", "method", "status", "model"),
         )
+        self._dialects = counter(
+            "gateway_dialect_requests",
+            "Requests answered on the chat endpoints, by client dialect (openai, anthropic), "
+            "route template and status.",
+            ("dialect", "route", "status"),
+        )
         self._duration = histogram(
             "gateway_request_duration_seconds",
             "Time from a request's arrival to the end of its response.",
@@ -194,6 +200,10 @@ class Metrics:
             elif error_code == IdempotencyKeyReused.code:
                 self._idempotency(route, "conflict").inc()
 
+    def dialect_request(self, dialect: str, route: str, status: int) -> None:
+        """One answered request of a chat endpoint, in the dialect its client spoke."""
+        self._dialects(dialect, route, str(status)).inc()
+
     def upstream_call(self, provider: str, model: str, capability: str, seconds: float) -> None:
         self._upstream(provider, model, capability).observe(seconds)
 
@@ -246,6 +256,9 @@ class DisabledMetrics(Metrics):
         pass
 
     def request(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def dialect_request(self, *args: Any, **kwargs: Any) -> None:
         pass
 
     def upstream_call(self, *args: Any, **kwargs: Any) -> None:

@@ -35,6 +35,8 @@ EXCLUDED = {
     "/admin",  # the admin page and its files
     "/admin/assets/{name}",
     "/openapi.json",  # the document itself
+    "/v1/messages",  # Anthropic's Messages API, described by Anthropic's reference
+    "/v1/messages/count_tokens",
 }
 """Besides these, the Planned paths (501) are left out: the spec's public description lists
 only callable endpoints."""

@@ -21,7 +21,7 @@ from gateway.chat.service import ChatService
 from gateway.config.loader import GatewayConfig, load_config
 from gateway.errors import InvalidRequest
 from gateway.http.json_body import decode_json
-from gateway.http.openai_sse import OPENAI_SSE
+from gateway.http.openai_sse import OPENAI_CHAT
 from gateway.routing.resolver import Router
 from gateway.schemas.chat import ChatRequest
 from gateway.store.base import AdmissionResult, Call
@@ -29,9 +29,9 @@ from gateway.store.sqlite import SqliteStore
 from providers.base import ChatCompletion, Usage
 from providers.registry import spec_for
 from tests.support.clock import Clock
+from tests.support.routing_files import CHAT_SERVICE_CONFIG
 
 __all__ = [
-    "CONFIG",
     "Break",
     "ChatParts",
     "RecordingGatekeeper",
@@ -39,44 +39,6 @@ __all__ = [
     "chat_parts",
     "decode_chat_body",
 ]
-
-CONFIG = """
-[gateway]
-hold_seconds = 60
-
-[limits]
-requests_per_minute = 1000
-tokens_per_minute = 10000000
-
-[providers.sim]
-kind = "simulator"
-
-[providers.sim_slow]
-kind = "simulator"
-tokens_per_second = 200
-
-[[models]]
-id = "sim-chat-1"
-provider = "sim"
-capability = "chat"
-max_output_tokens = 256
-pricing = { input_usd_per_mtok = 5, output_usd_per_mtok = 15 }
-
-[[models]]
-id = "sim-slow"
-provider = "sim_slow"
-capability = "chat"
-max_output_tokens = 256
-pricing = { input_usd_per_mtok = 5, output_usd_per_mtok = 15 }
-
-[routing.auto]
-chat = ["sim-chat-1"]
-
-[tenants.default]
-
-[tenants.limited]
-requests_per_minute = 1
-"""
 
 
 class RecordingGatekeeper(Gatekeeper):
@@ -197,7 +159,7 @@ class ChatParts:
             caller,
             decode_chat_body(body),
             body_size=len(body),
-            framer=OPENAI_SSE,
+            dialect=OPENAI_CHAT,
             request_id=request_id,
             idempotency_key=idempotency_key,
         )
@@ -213,7 +175,7 @@ async def chat_parts(
     tmp_path: Path,
     *,
     grant: int = 10**9,
-    config_text: str = CONFIG,
+    config_text: str = CHAT_SERVICE_CONFIG,
     scripted: tuple[str, ...] = (),
 ) -> AsyncIterator[ChatParts]:
     """A `ChatService` wired as the app wires it; the tenants' wallets hold `grant` units.

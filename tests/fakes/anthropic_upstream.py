@@ -12,11 +12,20 @@ Scripted replies are used in order, one per request; with none left a request ge
 message (text), as a stream when it asked for `stream: true`. Streams follow Anthropic's event
 sequence: message_start, ping, per block content_block_start / deltas / content_block_stop,
 message_delta, message_stop (`events_for(message)`).
+
+`FakeAnthropic(check_thinking=True)` refuses, as the real API does (400
+`invalid_request_error`, naming the block), a request with thinking enabled whose assistant
+turns carry a thinking block with a signature it did not issue for that text (or redacted data
+it did not issue), or whose last assistant turn continued by tool results does not start with
+a thinking block; and a thinking budget below 1024 or not below `max_tokens`. It issues what
+its answers carry, each signature with its text. `count_tokens` answers
+`POST /v1/messages/count_tokens` (`{"input_tokens": N}`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +45,7 @@ __all__ = [
     "error_event",
     "events_for",
     "message",
+    "signature_of",
     "sse",
     "text",
     "thinking",
@@ -53,8 +63,14 @@ def tool_use(id: str, name: str, input: dict[str, Any]) -> dict[str, Any]:
     return {"type": "tool_use", "id": id, "name": name, "input": input}
 
 
-def thinking(value: str) -> dict[str, Any]:
-    return {"type": "thinking", "thinking": value, "signature": "sig-fake"}
+def signature_of(value: str) -> str:
+    """The signature the fake gives a thinking text (opaque to clients, checked by the fake)."""
+    return "sig-" + hashlib.sha256(value.encode()).hexdigest()[:32]
+
+
+def thinking(value: str, signature: str = "sig-fake") -> dict[str, Any]:
+    """A signed thinking block (`signature_of(value)` makes one of its own per text)."""
+    return {"type": "thinking", "thinking": value, "signature": signature}
 
 
 def message(
@@ -166,13 +182,41 @@ class FakeAnthropic(FakeServer[RecordedRequest, Reply | StreamReply | Disconnect
 
     thread_name = "fake-anthropic"
 
+    def __init__(self, *, check_thinking: bool = False, count_tokens: int = 42) -> None:
+        super().__init__()
+        self.check_thinking = check_thinking
+        self.count_tokens = count_tokens
+        self.issued: set[tuple[str, str]] = set()  # (signature, the thinking text it signs)
+        self.issued_redacted: set[str] = set()
+
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/messages", self._messages)
+        app.router.add_post("/v1/messages/count_tokens", self._count)
+
+    def issue(self, content: Sequence[Mapping[str, Any]]) -> None:
+        """Take the signed blocks of `content` as issued (answers do it themselves; a test
+        replaying recorded events calls it)."""
+        for block in content:
+            if block.get("type") == "thinking" and block.get("signature"):
+                self.issued.add((block["signature"], block.get("thinking", "")))
+            elif block.get("type") == "redacted_thinking" and block.get("data"):
+                self.issued_redacted.add(block["data"])
+
+    async def _count(self, request: web.Request) -> web.Response:
+        self.requests.append(await record(request))
+        return web.json_response({"input_tokens": self.count_tokens})
 
     async def _messages(self, request: web.Request) -> web.StreamResponse:
         recorded = await record(request)
         self.requests.append(recorded)
         wants = recorded.json if isinstance(recorded.json, dict) else {}
+        refusal = thinking_problem(wants, self) if self.check_thinking else None
+        if refusal is not None:
+            error = {
+                "type": "error",
+                "error": {"type": "invalid_request_error", "message": refusal},
+            }
+            return web.json_response(error, status=400)
         reply = self._script.popleft() if self._script else None
         if reply is None:
             reply = StreamReply() if wants.get("stream") else Reply()
@@ -182,6 +226,8 @@ class FakeAnthropic(FakeServer[RecordedRequest, Reply | StreamReply | Disconnect
             await asyncio.sleep(reply.delay)
             if isinstance(reply, Disconnect):
                 drop(request)
+            if isinstance(reply.message, Mapping):
+                self.issue(reply.message.get("content") or [])
             return _whole(reply, wants)
         except Dropped:
             raise asyncio.CancelledError from None  # ends the handler without an answer
@@ -195,7 +241,9 @@ class FakeAnthropic(FakeServer[RecordedRequest, Reply | StreamReply | Disconnect
         await asyncio.sleep(reply.delay)
         events = reply.events
         if events is None:
-            events = events_for(reply.message or message(model=wants.get("model", "claude-fake")))
+            whole = reply.message or message(model=wants.get("model", "claude-fake"))
+            self.issue(whole["content"])
+            events = events_for(whole)
         response = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
@@ -229,3 +277,53 @@ def _whole(reply: Reply, wants: Mapping[str, Any]) -> web.Response:
     return web.Response(
         status=reply.status, body=body, headers=dict(reply.headers), content_type=reply.content_type
     )
+
+
+def thinking_problem(request: Mapping[str, Any], issuer: FakeAnthropic) -> str | None:
+    """What the real API refuses in a request with thinking enabled, as it words it; None when
+    nothing (or thinking is off)."""
+    config = request.get("thinking")
+    if not isinstance(config, Mapping) or config.get("type") != "enabled":
+        return None
+    budget = config.get("budget_tokens")
+    if not isinstance(budget, int) or budget < 1024:
+        return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+    if budget >= int(request.get("max_tokens") or 0):
+        return "`max_tokens` must be greater than `thinking.budget_tokens`."
+    turns = request.get("messages") or []
+    for i, turn in enumerate(turns):
+        if turn.get("role") != "assistant" or not isinstance(turn.get("content"), list):
+            continue
+        for j, block in enumerate(turn["content"]):
+            at = f"messages.{i}.content.{j}"
+            kind = block.get("type")
+            if kind == "thinking":
+                if (block.get("signature"), block.get("thinking")) not in issuer.issued:
+                    return f"{at}: Invalid `signature` in `thinking` block"
+            elif kind == "redacted_thinking" and block.get("data") not in issuer.issued_redacted:
+                return f"{at}: Invalid `data` in `redacted_thinking` block"
+    return _unthought_continuation(turns)
+
+
+def _unthought_continuation(turns: Sequence[Mapping[str, Any]]) -> str | None:
+    """The last assistant turn, answered by tool results only, must start with thinking."""
+    if not turns or turns[-1].get("role") != "user":
+        return None
+    last = turns[-1].get("content")
+    if not isinstance(last, list) or not any(b.get("type") == "tool_result" for b in last):
+        return None
+    for i in range(len(turns) - 2, -1, -1):
+        turn = turns[i]
+        if turn.get("role") != "assistant":
+            continue
+        content = turn.get("content")
+        first = content[0].get("type") if isinstance(content, list) and content else "text"
+        if first not in ("thinking", "redacted_thinking"):
+            return (
+                f"messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, "
+                f"but found `{first}`. When `thinking` is enabled, a final `assistant` message "
+                "must start with a thinking block (preceeding the lastmost set of `tool_use` "
+                "and `tool_result` blocks)."
+            )
+        return None
+    return None

@@ -102,6 +102,8 @@ def operation_docs(
                 found[method, path] = (doc, prefix + handler.handler_name)
         elif isinstance(route, ASGIRoute):
             asgi_handler = route.route_handler
+            if asgi_handler.opt.get("include_in_schema") is False:  # another API's (Anthropic's)
+                continue
             doc = asgi_handler.opt.get(OPT_KEY)
             if not isinstance(doc, OperationDoc):
                 raise UndocumentedRoute(f"{path} (ASGI) has no OperationDoc")
