@@ -4,7 +4,15 @@
 `redis_url`: a real Redis for the whole session. `REDIS_URL` when set; otherwise a private
 `redis-server` on a free port (no persistence) started here and stopped at the end. Without
 either, Redis tests skip locally and fail on CI (`CI=true`), where a missing Redis is a bug.
-Tests isolate themselves with a key prefix of their own (see tests/store/conftest.py).
+Tests isolate themselves with a key prefix of their own (see tests/store/conftest.py), or with
+a database of that Redis that they flush.
+
+Under pytest-xdist (on by default, pyproject.toml) each worker is its own session: its own
+private redis-server, temporary folders and ports (tests/support/ports.py). A `REDIS_URL` would
+be one server for every worker, whose databases the tests flush: with it, run `-n 0`.
+The tests of a module that share a module fixture (a gateway, most often) run on one worker (the
+module is their xdist group), so the fixture is made once; tests marked `SERIAL`
+(tests/support/serial.py) share one group instead.
 """
 
 from __future__ import annotations
@@ -16,8 +24,61 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.redis_server import RedisServer
+from tests.support.serial import EXCLUSIVE_MARK, SERIAL, turn
 
-__all__ = ["redis_binary", "redis_url"]
+__all__ = [
+    "pytest_collection_modifyitems",
+    "pytest_configure",
+    "pytest_runtest_protocol",
+    "redis_binary",
+    "redis_url",
+]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{EXCLUSIVE_MARK}: runs alone on the machine (tests/support/serial.py)"
+    )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[object]:
+    """Each test takes its turn: alone if it is exclusive (tests/support/serial.py)."""
+    with turn(item.config, alone=item.get_closest_marker(EXCLUSIVE_MARK) is not None):
+        return (yield)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that shares a module's (or class's) fixture, a gateway most often, is grouped with
+    its module, so the fixture is made once; the others go one by one (before xdist reads the
+    marks)."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None and _shares_fixtures(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+    # The longest units first (`--no-loadscope-reorder` keeps this order): the serial group,
+    # its exclusive tests at its head, then the modules that share a process, then the rest.
+    items.sort(key=_start_order)
+
+
+def _start_order(item: pytest.Item) -> int:
+    if item.get_closest_marker(EXCLUSIVE_MARK) is not None:
+        return 0
+    group = item.get_closest_marker("xdist_group")
+    if group is None:
+        return 3
+    return 1 if group.args == SERIAL.args else 2
+
+
+def _shares_fixtures(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return True
+    return any(
+        definitions[-1].scope in ("class", "module", "package")
+        for definitions in info.name2fixturedefs.values()
+        if definitions
+    )
 
 
 def _unavailable(reason: str) -> None:
@@ -41,6 +102,8 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """URL of a Redis that answers, for the whole session."""
     url = os.environ.get("REDIS_URL")
     if url:
+        if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+            pytest.fail("REDIS_URL is one Redis for every xdist worker: run with -n 0")
         yield url
         return
     binary = shutil.which("redis-server")

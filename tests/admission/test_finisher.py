@@ -18,6 +18,7 @@ from gateway.store.base import TaskAbandon, TaskConfirm, TaskCreateOutcome
 from gateway.store.sqlite import SqliteStore
 from tests.store.support import admission, release, settlement
 from tests.store.test_tasks import create
+from tests.support.waiting import wait_until_async
 
 
 class SwitchableStore:
@@ -81,14 +82,10 @@ def test_a_settlement_the_store_does_not_take_is_queued_then_applied_once(
         assert await finisher.settle(settlement(adm, charge=300)) is False
         assert finisher.pending == 1
         assert (await store.wallet("t1")).balance_units == 100_000  # not charged yet
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # the behaviour under test: retries while the store stays away
         assert finisher.pending == 1  # still away: still queued
         flaky.down = False
-        for _ in range(100):
-            if finisher.pending == 0:
-                break
-            await asyncio.sleep(0.01)
-        assert finisher.pending == 0
+        await wait_until_async(lambda: finisher.pending == 0, seconds=5, what="nothing pending")
         wallet = await store.wallet("t1")
         assert (wallet.balance_units, wallet.held_units) == (99_700, 0)
         await finisher.retry_pending()  # nothing left to apply twice
@@ -116,11 +113,7 @@ def test_releases_and_abandoned_admissions_come_back_when_the_store_does(
         assert finisher.pending == 2
         assert (await store.wallet("t1")).held_units == 500
         flaky.down = False
-        for _ in range(100):
-            if finisher.pending == 0:
-                break
-            await asyncio.sleep(0.01)
-        assert finisher.pending == 0
+        await wait_until_async(lambda: finisher.pending == 0, seconds=5, what="nothing pending")
         assert (await store.wallet("t1")).held_units == 0
         late = await store.admit(unknown)  # the abandoned admission arriving late takes nothing
         assert late.outcome.value == "abandoned"
@@ -139,7 +132,7 @@ def test_a_cancelled_settlement_is_kept(tmp_path: Path) -> None:
         await store.admit(adm)
         flaky.down = True
         task = asyncio.create_task(finisher.settle(settlement(adm, charge=300)))
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # the settle is retrying when it is cancelled
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         assert finisher.pending == 1
@@ -167,11 +160,7 @@ def test_task_create_steps_the_store_did_not_take_are_applied_once_it_is_back(
         assert finisher.pending == 3
         assert (await store.wallet("t1")).held_units == 500
         flaky.down = False
-        for _ in range(100):
-            if finisher.pending == 0:
-                break
-            await asyncio.sleep(0.01)
-        assert finisher.pending == 0
+        await wait_until_async(lambda: finisher.pending == 0, seconds=5, what="nothing pending")
         wallet = await store.wallet("t1")
         assert (wallet.balance_units, wallet.held_units) == (99_700, 0)
         assert await store.get_task("t1", "task_gone") is None

@@ -8,14 +8,15 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.e2e.gateway_process import ROOT, free_port, start_gateway
+from tests.support.gateway_process import ROOT, start_gateway
+from tests.support.ports import free_port
 from tests.support.redis_server import RedisServer
+from tests.support.waiting import wait_until
 
 CONFIG = (ROOT / "config" / "gateway.toml").read_text()
 
@@ -113,13 +114,7 @@ def test_serve_works_from_any_directory_with_the_packaged_routing_file(tmp_path:
         text=True,
     )
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.05)
+        wait_until(lambda: _healthy(port), timeout=30, what="the gateway to answer /health")
         process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=30)
     finally:
@@ -148,3 +143,10 @@ def test_serve_on_redis_without_keys_says_how_to_begin(redis_binary: str, tmp_pa
             gateway.stop()
     finally:
         server.stop()
+
+
+def _healthy(port: str) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False

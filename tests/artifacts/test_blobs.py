@@ -131,7 +131,7 @@ def test_no_partial_blob_is_visible_and_cancel_cleans_up(run: Run, tmp_path: Pat
     async def scenario() -> tuple[list[str], bool]:
         writer = asyncio.create_task(store.write("t/slow", stalls(), max_bytes=10 * MiB))
         await started.wait()
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # the behaviour under test: mid-write, nothing visible
         during = _files(tmp_path)
         with pytest.raises(BlobNotFound):
             await store.read("t/slow")

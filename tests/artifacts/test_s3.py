@@ -20,7 +20,7 @@ from gateway.artifacts.s3 import PART_BYTES, BucketUnusable, S3BlobStore
 from gateway.artifacts.s3_client import S3Options
 from gateway.errors import PayloadTooLarge, StoreUnavailable
 from tests.artifacts.conftest import Run
-from tests.support.redis_server import free_port
+from tests.support.ports import free_port
 from tests.support.s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server, s3_server_or_skip
 
 MiB = 1024 * 1024
@@ -192,7 +192,7 @@ def test_no_partial_blob_is_visible_and_cancel_aborts(run: Run, s3: S3Server, bu
         async with _opened(s3.endpoint, bucket) as store:
             writer = asyncio.create_task(store.write("t/slow", stalls(), max_bytes=50 * MiB))
             await started.wait()
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.2)  # the behaviour under test: mid-upload, nothing visible
             visible, pending = s3.keys(bucket), s3.pending_uploads(bucket)
             with pytest.raises(BlobNotFound):
                 await store.read("t/slow")

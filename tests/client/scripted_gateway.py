@@ -75,7 +75,7 @@ class ScriptedGateway(FakeServer[RecordedRequest, Reply | Disconnect]):
         reply = self._script.popleft() if self._script else Reply(500, error("unscripted", False))
         try:
             if isinstance(reply, Disconnect):
-                await asyncio.sleep(reply.delay)
+                await asyncio.sleep(reply.delay)  # the scripted delay
                 drop(request)
             body = reply.body if isinstance(reply.body, bytes) else msgspec.json.encode(reply.body)
             if reply.cut_after is None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.gateway_process import GatewayProcess, start_gateway
-from tests.e2e.media_support import MEDIA_CONFIG
+from tests.support.gateway_process import GatewayProcess, start_gateway
+from tests.support.routing_files import MEDIA_CONFIG
 
 __all__ = ["CLIENT_CONFIG", "media_gateway"]
 

@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from tests.client.support import media_gateway
-from tests.e2e.gateway_process import GatewayProcess
+from tests.support.gateway_process import GatewayProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -35,7 +35,7 @@ class Sleeps(list[float]):
     def __call__(self, seconds: float) -> None:
         self.append(seconds)
         if self.real:
-            time.sleep(seconds)
+            time.sleep(seconds)  # really waits when asked: the pacing is what is tested
 
 
 @pytest.fixture

@@ -26,8 +26,9 @@ from gateway.client import (
     WaitTimeout,
 )
 from tests.client.support import media_gateway
-from tests.e2e.gateway_process import GatewayProcess
 from tests.e2e.media_support import png_bytes, wav_bytes
+from tests.support.gateway_process import GatewayProcess
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,7 @@ class Sleeps(list[float]):
 
     def __call__(self, seconds: float) -> None:
         self.append(seconds)
-        time.sleep(seconds)
+        time.sleep(seconds)  # really waits: the client's pacing is what is tested
 
 
 @pytest.fixture
@@ -55,11 +56,9 @@ def client(gateway: GatewayProcess, sleeps: Sleeps) -> Iterator[TaskClient]:
 
 
 def _running(client: TaskClient, task_id: str) -> Task:
-    deadline = time.monotonic() + 10
-    while (task := client.get(task_id)).status != "running":
-        assert time.monotonic() < deadline, f"never ran: {task}"
-        time.sleep(0.05)
-    return task
+    return wait_until(
+        lambda: client.get(task_id), lambda task: task.status == "running", what="a running task"
+    )
 
 
 def _no_partial_files(folder: Path) -> None:

@@ -1,3 +1,6 @@
+"""Fixtures of the end-to-end tests: one simulator gateway per module and clients of it, and a
+private durable Redis per test (`redis_server`; `store_url` runs a test on it and on SQLite)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -6,8 +9,9 @@ from pathlib import Path
 import openai
 import pytest
 
-from tests.e2e.configs import SIMULATOR_CONFIG
-from tests.e2e.gateway_process import GatewayProcess, start_gateway
+from tests.support.gateway_process import GatewayProcess, start_gateway
+from tests.support.redis_server import RedisServer
+from tests.support.routing_files import SIMULATOR_CONFIG
 
 
 @pytest.fixture(scope="module")
@@ -28,3 +32,21 @@ def client(gateway: GatewayProcess) -> Iterator[openai.OpenAI]:
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     return tmp_path
+
+
+@pytest.fixture
+def redis_server(redis_binary: str, tmp_path: Path) -> Iterator[RedisServer]:
+    """A private redis-server that acknowledges only what is on disk (`durable`), for one test
+    to pause, kill and restart."""
+    with RedisServer.running(redis_binary, tmp_path / "redis", durable=True) as server:
+        yield server
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def store_url(request: pytest.FixtureRequest) -> str | None:
+    """The store of the gateways of a test: the embedded SQLite file in their data folder
+    (None), or a private durable Redis."""
+    if request.param == "sqlite":
+        return None
+    server: RedisServer = request.getfixturevalue("redis_server")
+    return server.url

@@ -27,6 +27,7 @@ import httpx
 from gateway.artifacts.blobs import LocalBlobStore
 from gateway.store import ArtifactRecord, store_from_url
 from tests.e2e.media_support import TERMINAL, assert_books_balance, root_of
+from tests.support.waiting import wait_until
 
 __all__ = ["Books", "Failure", "all_tasks", "artifact_records", "assert_retryable", "check_all"]
 
@@ -130,19 +131,23 @@ def check_all(
     deadline = time.monotonic() + settle_seconds
     for book in books:
         with _client(base_url, book.key) as client:
-            while True:
-                tasks = all_tasks(client)
-                pending = [t["task_id"] for t in tasks if t["status"] not in TERMINAL]
-                held = Decimal(client.get("/v1/wallet").json()["held_credits"])
-                if not pending and held == 0:
-                    break
-                assert time.monotonic() < deadline, (
-                    f"{book.tenant}: tasks not terminal {pending[:5]}, held {held}"
-                )
-                time.sleep(0.2)
+            tasks = wait_until(
+                lambda: all_tasks(client),
+                lambda now: _settled(client, now),
+                timeout=max(deadline - time.monotonic(), 0.0),
+                interval=0.2,
+                what=f"{book.tenant}: every task terminal and nothing held",
+            )
             assert_books_balance(client)
             for task in tasks:
                 if task["status"] != "succeeded":
                     billing = task["billing"]
                     assert billing["refunded_credits"] == billing["charged_credits"], task
     _check_artifacts(base_url, books, store_url, blobs)
+
+
+def _settled(client: httpx.Client, tasks: list[dict[str, Any]]) -> bool:
+    """Every task terminal and nothing held."""
+    if any(t["status"] not in TERMINAL for t in tasks):
+        return False
+    return Decimal(client.get("/v1/wallet").json()["held_credits"]) == 0

@@ -1,14 +1,12 @@
-"""Helpers for the media end-to-end tests: config, polling, wallet books, test media files."""
+"""Helpers for the media end-to-end tests: polling tasks, wallet books, test media files."""
 
 from __future__ import annotations
 
 import base64
 import io
 import math
-import time
 import wave
 from array import array
-from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -16,8 +14,9 @@ from typing import Any
 import httpx
 from PIL import Image
 
+from tests.support.waiting import wait_until
+
 __all__ = [
-    "MEDIA_CONFIG",
     "TERMINAL",
     "assert_books_balance",
     "data_uri",
@@ -29,70 +28,10 @@ __all__ = [
     "root_of",
     "task_entries",
     "wait_for_task",
-    "wait_until",
     "wallet_balance",
     "wav_bytes",
 ]
 
-MEDIA_CONFIG = """
-[gateway]
-starting_grant_credits = 1000
-hold_seconds = 60
-task_lease_seconds = 3
-
-[limits]
-requests_per_minute = 100000
-tokens_per_minute = 100000000
-
-[providers.sim]
-kind = "simulator"
-task_seconds = 0.3
-
-[[models]]
-id = "image-model-2"
-provider = "sim"
-capabilities = ["text_to_image", "image_to_image"]
-release_label = "Preview"
-pricing = { credits_per_image = { standard = 50, hd = 300, "image_to_image.standard" = 60, \
-"image_to_image.hd" = 320 } }
-
-[[models]]
-id = "alpha-5.5"
-provider = "sim"
-capabilities = ["text_to_music", "reference_audio_to_music"]
-options_namespace = "alpha"
-release_label = "Preview"
-pricing = { credits_per_task = 80 }
-
-[[models]]
-id = "beta-music-2.6"
-provider = "sim"
-capabilities = ["text_to_music", "reference_audio_to_music"]
-options_namespace = "beta"
-release_label = "Preview"
-pricing = { credits_per_task = 50 }
-
-[[models]]
-id = "sim-chat-1"
-provider = "sim"
-capability = "chat"
-pricing = { input_usd_per_mtok = 5, output_usd_per_mtok = 15 }
-
-[routing.auto]
-chat = ["sim-chat-1"]
-text_to_image = ["image-model-2"]
-image_to_image = ["image-model-2"]
-text_to_music = ["alpha-5.5", "beta-music-2.6"]
-reference_audio_to_music = ["alpha-5.5", "beta-music-2.6"]
-
-[tenants.default]
-[tenants.other]
-[tenants.poor]
-[tenants.lister]
-[tenants.racer]
-[tenants.limited]
-requests_per_minute = 3
-"""
 
 TERMINAL = frozenset({"succeeded", "failed", "canceled"})
 
@@ -111,23 +50,6 @@ def post_task(
         f"POST {path} {body}: {response.status_code} {response.text}"
     )
     return response.json()  # type: ignore[no-any-return]
-
-
-def wait_until(
-    check: Callable[[], dict[str, Any]],
-    done: Callable[[dict[str, Any]], bool],
-    *,
-    timeout: float = 20.0,
-    what: str = "condition",
-) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    value = check()
-    while not done(value):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}; last value: {value}")
-        time.sleep(0.05)
-        value = check()
-    return value
 
 
 def wait_for_task(

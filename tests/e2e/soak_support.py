@@ -109,7 +109,7 @@ class Client:
         kinds, weights = zip(*KINDS.items(), strict=True)
         kind = self.rng.choices(kinds, weights)[0]
         getattr(self, f"_{kind}")()
-        time.sleep(THINK_SECONDS)
+        time.sleep(THINK_SECONDS)  # a client's think time
 
     def _call(self, outcome: Outcome, send: Callable[[], httpx.Response]) -> httpx.Response | None:
         started = time.monotonic()

@@ -25,8 +25,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.wait import WebDriverWait
 
-from tests.e2e.gateway_process import ROOT, GatewayProcess, start_gateway
 from tests.e2e.media_support import post_task, root_of, wait_for_task
+from tests.support.gateway_process import ROOT, GatewayProcess, start_gateway
 
 # A tenant whose id is markup: the page must show it as text and build no element from it.
 XSS_TENANT = '<img src=x id=xss-probe><script>window.pwned=1</script>"&'

@@ -16,7 +16,6 @@ from openai.types.chat import (
     ChatCompletionToolParam,
 )
 
-from tests.e2e.gateway_process import GatewayProcess, start_gateway
 from tests.fakes.anthropic_upstream import (
     DEFAULT_TEXT,
     FakeAnthropic,
@@ -29,6 +28,7 @@ from tests.fakes.anthropic_upstream import (
     thinking,
     tool_use,
 )
+from tests.support.gateway_process import GatewayProcess, start_gateway
 
 CONFIG = """
 [gateway]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.e2e.gateway_process import GatewayProcess
+from tests.support.gateway_process import GatewayProcess
 
 
 def get(gateway: GatewayProcess, path: str) -> httpx.Response:

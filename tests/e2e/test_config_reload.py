@@ -3,6 +3,10 @@
 While clients keep calling, a valid new file is picked up (new model, new `auto` pick, new
 version in /v1/health) with no failed request; a broken file is refused, the version in force
 stays and keeps serving, and the log says why.
+
+The wallet is never what refuses a call here: each call holds 61.44 credits while it runs (4,096
+output tokens at $15 per million, x1000) and costs under one, and the load runs until
+conditions are met, so the starting grant covers any number of calls it can make in the time.
 """
 
 from __future__ import annotations
@@ -11,16 +15,17 @@ import json
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections import Counter
 from pathlib import Path
 
 import httpx
 
-from tests.e2e.gateway_process import GatewayProcess, start_gateway
+from tests.support.gateway_process import GatewayProcess, start_gateway
+from tests.support.waiting import wait_until
 
 BASE = """
 [gateway]
-starting_grant_credits = 1000
+starting_grant_credits = 1000000
 
 [limits]
 requests_per_minute = 100000
@@ -59,20 +64,14 @@ def _health(gateway: GatewayProcess) -> dict[str, str]:
     return httpx.get(f"{gateway.base_url}/health", timeout=2).json()  # type: ignore[no-any-return]
 
 
-def _wait(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 class Load:
     """Chat calls in a closed loop from a few threads; every status kept."""
 
     def __init__(self, gateway: GatewayProcess) -> None:
         self.gateway = gateway
         self.statuses: list[int] = []
-        self.models: set[str] = set()
+        self.answers: Counter[str] = Counter()
+        """Successful answers by the model that gave them."""
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._run) for _ in range(3)]
 
@@ -86,6 +85,20 @@ class Load:
         for thread in self._threads:
             thread.join(timeout=30)
 
+    @property
+    def models(self) -> set[str]:
+        return set(self.answers)
+
+    def answered(self, model: str | None = None, more_than: int = 0) -> int:
+        """How many calls `model` (any model: None) has answered, once more than `more_than`
+        (waits for it)."""
+
+        def count() -> int:
+            assert set(self.statuses) <= {200}, set(self.statuses)  # fail fast on a refusal
+            return sum(self.answers.values()) if model is None else self.answers[model]
+
+        return wait_until(count, lambda n: n > more_than, what=f"answers from {model or 'any'}")
+
     def _run(self) -> None:
         headers = {"Authorization": f"Bearer {self.gateway.api_key}"}
         body = {"model": "auto", "messages": [{"role": "user", "content": "hi"}], "stream": False}
@@ -94,7 +107,7 @@ class Load:
                 response = client.post("/chat/completions", json=body)
                 self.statuses.append(response.status_code)
                 if response.status_code == 200:
-                    self.models.add(response.json()["model"])
+                    self.answers[response.json()["model"]] += 1
 
 
 def _start(tmp_path: Path, **env: str) -> tuple[GatewayProcess, Path]:
@@ -107,10 +120,10 @@ def test_a_changed_file_is_picked_up_under_load(tmp_path: Path) -> None:
     try:
         first = _health(gateway)["config_version"]
         with Load(gateway) as load:
-            time.sleep(0.5)
+            load.answered(more_than=50)  # under load before the change
             path.write_text(_config(second=True))
-            _wait(lambda: _health(gateway)["config_version"] != first, "the new version")
-            time.sleep(0.5)
+            wait_until(lambda: _health(gateway)["config_version"] != first, what="the new version")
+            load.answered("sim-chat-2", more_than=50)  # and after it, on the new pick
         assert load.statuses and set(load.statuses) == {200}, set(load.statuses)
         assert load.models == {"sim-chat-1", "sim-chat-2"}  # auto switched mid-load
         listed = httpx.get(
@@ -127,17 +140,21 @@ def test_sighup_reloads_and_a_broken_file_leaves_the_old_one_serving(tmp_path: P
     try:
         first = _health(gateway)["config_version"]
         with Load(gateway) as load:
+            load.answered(more_than=50)
             path.write_text(_config(second=True))
-            time.sleep(0.3)
-            assert _health(gateway)["config_version"] == first  # no polling: waits for SIGHUP
+            time.sleep(1.5)  # the behaviour under test: past the default poll (1 s), no reload
+            assert _health(gateway)["config_version"] == first
             gateway.process.send_signal(signal.SIGHUP)
-            _wait(lambda: _health(gateway)["config_version"] != first, "the SIGHUP reload")
+            wait_until(
+                lambda: _health(gateway)["config_version"] != first, what="the SIGHUP reload"
+            )
             second = _health(gateway)["config_version"]
+            load.answered("sim-chat-2", more_than=50)
 
             path.write_text(_config(second=True).replace('capability = "chat"', "capability = 7"))
             gateway.process.send_signal(signal.SIGHUP)
-            _wait(lambda: '"config_rejected"' in gateway.logs(), "the rejection in the log")
-            time.sleep(0.3)
+            wait_until(lambda: '"config_rejected"' in gateway.logs(), what="the rejection")
+            load.answered("sim-chat-2", more_than=load.answered("sim-chat-2") + 50)
         assert _health(gateway)["config_version"] == second
         assert load.statuses and set(load.statuses) == {200}, set(load.statuses)
         rejected = [

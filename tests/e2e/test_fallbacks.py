@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.gateway_process import GatewayProcess, start_gateway
 from tests.fakes.openai_upstream import Disconnect, FakeOpenAI, Reply, StreamReply
+from tests.support.gateway_process import GatewayProcess, start_gateway
 
 CONFIG = """
 [gateway]

@@ -21,12 +21,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
-import pytest
 
 from tests.e2e.fault_checks import Books, Failure, all_tasks, assert_retryable, check_all
-from tests.e2e.gateway_process import GatewayProcess, start_gateway
 from tests.e2e.media_support import root_of
-from tests.support.redis_server import RedisServer
+from tests.support.gateway_process import GatewayProcess, start_gateway
+from tests.support.waiting import wait_until
 
 HOLD_SECONDS = 4
 CONFIG = f"""
@@ -63,20 +62,6 @@ UPLOAD_BYTES = 48 * 1024 * 1024
 BOUNDARY = "kill-test-boundary"
 
 
-@pytest.fixture(params=["sqlite", "redis"])
-def store_url(
-    request: pytest.FixtureRequest, redis_binary: str, tmp_path: Path
-) -> Iterator[str | None]:
-    if request.param == "sqlite":
-        yield None
-        return
-    server = RedisServer(redis_binary, tmp_path / "redis", durable=True)
-    server.workdir.mkdir()
-    server.start()
-    yield server.url
-    server.stop()
-
-
 def _start(workdir: Path, store_url: str | None, artifacts: Path) -> tuple[GatewayProcess, str]:
     env = {"GATEWAY_ARTIFACTS_DIR": str(artifacts)}
     gateway = start_gateway(workdir, CONFIG, store_url=store_url, extra_env=env)
@@ -105,7 +90,7 @@ def _upload_body(sent: list[int], stop: threading.Event) -> Iterator[bytes]:
             return
         yield piece
         sent[0] += len(piece)
-        time.sleep(0.05)
+        time.sleep(0.05)  # a slow upload: still sending when the gateway dies
     yield f"\r\n--{BOUNDARY}--\r\n".encode()
 
 
@@ -201,10 +186,13 @@ def test_a_gateway_killed_mid_flight_recovers_on_a_new_process(
         ]
         futures.append(pool.submit(_timed, "creates", failures, creates))
         futures.append(pool.submit(_timed, "upload", failures, upload))
-        deadline = time.monotonic() + 20
-        while not (streamed.is_set() and len(created) >= 5 and sent[0] >= 8 * 1024 * 1024):
-            assert time.monotonic() < deadline, (streamed.is_set(), len(created), sent[0])
-            time.sleep(0.02)
+        wait_until(
+            lambda: (streamed.is_set(), len(created), sent[0]),
+            lambda now: now[0] and now[1] >= 5 and now[2] >= 8 * 1024 * 1024,
+            timeout=20,
+            interval=0.02,
+            what="streams, creates and an upload all under way",
+        )
         os.kill(gateway.process.pid, signal.SIGKILL)
         gateway.process.wait(timeout=10)
         killed_at = time.monotonic()
@@ -246,16 +234,22 @@ def test_a_gateway_killed_mid_flight_recovers_on_a_new_process(
                 "messages": [{"role": "user", "content": "tell me a long story 1"}],
                 "stream": True,
             }
-            deadline = time.monotonic() + HOLD_SECONDS + 15
-            while True:
+
+            def retried() -> httpx.Response:
                 retry = client.post(
                     "/v1/chat/completions", json=body, headers={"Idempotency-Key": "stream-1"}
                 )
-                if retry.status_code != 409:
-                    break
-                assert retry.json()["error"]["retryable"] is True
-                assert time.monotonic() < deadline, "a dead call's key stayed in flight"
-                time.sleep(0.5)
+                if retry.status_code == 409:  # still in flight: says so, retryably
+                    assert retry.json()["error"]["retryable"] is True
+                return retry
+
+            retry = wait_until(
+                retried,
+                lambda answer: answer.status_code != 409,
+                timeout=HOLD_SECONDS + 15,
+                interval=0.5,
+                what="a dead call's key free again",
+            )
             assert retry.status_code == 200, retry.text
             assert retry.text.endswith("data: [DONE]\n\n")
         check_all(

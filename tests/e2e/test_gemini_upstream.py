@@ -17,7 +17,6 @@ from openai.types.chat import (
     ChatCompletionToolParam,
 )
 
-from tests.e2e.gateway_process import GatewayProcess, start_gateway
 from tests.fakes.gemini_upstream import (
     FakeGemini,
     Reply,
@@ -28,6 +27,7 @@ from tests.fakes.gemini_upstream import (
     text,
     usage,
 )
+from tests.support.gateway_process import GatewayProcess, start_gateway
 
 CONFIG = """
 [gateway]

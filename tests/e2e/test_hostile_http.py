@@ -15,8 +15,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.configs import SIMULATOR_CONFIG
-from tests.e2e.gateway_process import GatewayProcess, start_gateway
+from tests.support.gateway_process import GatewayProcess, start_gateway
+from tests.support.routing_files import SIMULATOR_CONFIG
+from tests.support.serial import SERIAL
+from tests.support.waiting import wait_until
 
 CONFIG = SIMULATOR_CONFIG.replace(
     "max_body_bytes = 65536",
@@ -92,6 +94,7 @@ def _chat_request(gateway: GatewayProcess, body: bytes, *extra: str) -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
+@SERIAL
 def test_a_huge_header_is_refused_at_once_while_health_stays_fast(
     gateway: GatewayProcess,
 ) -> None:
@@ -104,13 +107,12 @@ def test_a_huge_header_is_refused_at_once_while_health_stays_fast(
                 started = time.monotonic()
                 assert client.get(f"{gateway.base_url}/health").status_code == 200
                 health_times.append(time.monotonic() - started)
-                time.sleep(0.01)
+                time.sleep(0.01)  # the poller's pace
 
     poller = threading.Thread(target=poll_health)
     poller.start()
     try:
-        while not health_times and poller.is_alive():
-            time.sleep(0.01)
+        wait_until(lambda: health_times or not poller.is_alive(), what="a first /health answer")
         with socket.create_connection(_address(gateway), timeout=10) as sock:
             sock.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Big: ")
             piece = b"a" * (1024 * 1024)
@@ -120,7 +122,7 @@ def test_a_huge_header_is_refused_at_once_while_health_stays_fast(
             except OSError:
                 pass  # refused and closed: what is left of the header is not read
             response = _read_response(sock)
-        time.sleep(0.3)
+        time.sleep(0.3)  # the behaviour under test: /health stays fast after the attack too
     finally:
         stop.set()
         poller.join()
@@ -147,7 +149,7 @@ def test_a_head_sent_too_slowly_is_cut_off(gateway: GatewayProcess) -> None:
     with socket.create_connection(_address(gateway), timeout=5) as sock:
         sock.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n")
         for _ in range(3):  # a byte every 0.5 s: each read is quick, the head never ends
-            time.sleep(0.5)
+            time.sleep(0.5)  # the behaviour under test: a head dribbled out
             try:
                 sock.sendall(b"X")
             except OSError:
@@ -159,7 +161,7 @@ def test_a_head_sent_too_slowly_is_cut_off(gateway: GatewayProcess) -> None:
 
 def test_an_idle_connection_is_closed(gateway: GatewayProcess) -> None:
     with socket.create_connection(_address(gateway), timeout=5) as sock:
-        time.sleep(1.5)
+        time.sleep(1.5)  # the behaviour under test: idle past the keep-alive timeout
         response = _read_response(sock)
     assert response[0] == 408
 

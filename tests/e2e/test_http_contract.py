@@ -8,7 +8,8 @@ import sys
 import httpx
 import pytest
 
-from tests.e2e.gateway_process import ROOT, GatewayProcess, free_port
+from tests.support.gateway_process import ROOT, GatewayProcess
+from tests.support.ports import free_port
 
 CHAT = {"model": "sim-chat-1", "messages": [{"role": "user", "content": "hi"}]}
 

@@ -20,9 +20,11 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.gateway_process import GatewayProcess, start_gateway
-from tests.e2e.media_support import MEDIA_CONFIG, post_task, root_of, wait_for_task, wait_until
-from tests.e2e.test_metrics import scrape, total, value
+from tests.e2e.media_support import post_task, root_of, wait_for_task
+from tests.support.gateway_process import GatewayProcess, start_gateway
+from tests.support.metrics_scrape import scrape, total, value
+from tests.support.routing_files import MEDIA_CONFIG
+from tests.support.waiting import wait_until
 
 WRITE_TIMEOUT = 1
 MAX_HEAD = 32 * 1024

@@ -20,9 +20,7 @@ import httpx
 import pytest
 from PIL import Image
 
-from tests.e2e.gateway_process import GatewayProcess, start_gateway
 from tests.e2e.media_support import (
-    MEDIA_CONFIG,
     assert_books_balance,
     png_bytes,
     post_task,
@@ -30,6 +28,9 @@ from tests.e2e.media_support import (
     wait_for_task,
     wav_bytes,
 )
+from tests.support.gateway_process import GatewayProcess, start_gateway
+from tests.support.routing_files import MEDIA_CONFIG
+from tests.support.serial import SERIAL
 
 
 class _Files(BaseHTTPRequestHandler):
@@ -153,6 +154,7 @@ def _rss_kib(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
+@SERIAL
 def test_a_large_upload_is_streamed_not_held(strict_gateway: GatewayProcess) -> None:
     size = 90 * 1024 * 1024
     head = wav_bytes(0.1)

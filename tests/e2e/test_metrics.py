@@ -17,43 +17,15 @@ from typing import Any
 import httpx
 import pytest
 import redis
-from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.gateway_process import ROOT, GatewayProcess, free_port, start_gateway
-from tests.e2e.media_support import (
-    MEDIA_CONFIG,
-    png_bytes,
-    post_task,
-    root_of,
-    wait_for_task,
-    wait_until,
-)
+from tests.e2e.media_support import png_bytes, post_task, root_of, wait_for_task
+from tests.support.gateway_process import ROOT, GatewayProcess, start_gateway
+from tests.support.metrics_scrape import scrape, total, value
+from tests.support.ports import free_port
+from tests.support.routing_files import MEDIA_CONFIG
+from tests.support.waiting import wait_until
 
 CHAT = "/v1/chat/completions"
-
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def scrape(gateway: GatewayProcess) -> tuple[str, Samples]:
-    response = httpx.get(f"{root_of(gateway.base_url)}/metrics", timeout=5)
-    assert response.status_code == 200, response.text
-    assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
-    samples: Samples = {}
-    for family in text_string_to_metric_families(response.text):
-        for sample in family.samples:
-            samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
-    return response.text, samples
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    """The sample's value; 0 when the series does not exist (a counter never incremented)."""
-    return samples.get((name, frozenset(labels.items())), 0.0)
-
-
-def total(samples: Samples, name: str, **labels: str) -> float:
-    """Sum over every series of `name` whose labels include `labels`."""
-    wanted = set(labels.items())
-    return sum(v for (n, ls), v in samples.items() if n == name and wanted <= ls)
 
 
 def chat_body(content: str = "hello", **extra: Any) -> dict[str, Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,8 +9,9 @@ import httpx
 import openai
 import pytest
 
-from tests.e2e.gateway_process import GatewayProcess, start_gateway
 from tests.fakes.openai_upstream import FakeOpenAI, Reply, StreamReply
+from tests.support.gateway_process import GatewayProcess, start_gateway
+from tests.support.waiting import wait_until
 
 CONFIG = """
 [gateway]
@@ -220,9 +220,9 @@ def test_client_disconnect_cancels_the_upstream_request(
         for line in response.iter_lines():
             if '"content":"Hello' in line:
                 break
-    deadline = time.monotonic() + 5
-    while upstream.disconnects == seen_before and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(
+        lambda: upstream.disconnects != seen_before, timeout=5, what="the upstream disconnect"
+    )
     assert upstream.disconnects == seen_before + 1
 
 

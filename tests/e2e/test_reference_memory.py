@@ -29,7 +29,6 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.gateway_process import GatewayProcess, start_gateway
 from tests.e2e.media_support import (
     ledger,
     png_bytes,
@@ -40,7 +39,11 @@ from tests.e2e.media_support import (
     wav_bytes,
 )
 from tests.fakes.openai_images_upstream import FakeOpenAIImages
+from tests.support.gateway_process import GatewayProcess, start_gateway
 from tests.support.s3_server import s3_server_or_skip
+from tests.support.serial import SERIAL
+
+pytestmark = SERIAL
 
 MiB = 1024 * 1024
 IMAGE_CAP, AUDIO_CAP = 20 * MiB, 50 * MiB  # REFERENCE_MAX_BYTES, as docs/api.md states them

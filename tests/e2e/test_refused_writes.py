@@ -19,8 +19,9 @@ import httpx
 import pytest
 from PIL import Image
 
-from tests.e2e.gateway_process import GatewayProcess, start_gateway
-from tests.e2e.media_support import MEDIA_CONFIG, data_uri, root_of, wav_bytes
+from tests.e2e.media_support import data_uri, root_of, wav_bytes
+from tests.support.gateway_process import GatewayProcess, start_gateway
+from tests.support.routing_files import MEDIA_CONFIG
 
 PATH = "/v1/images/image-to-image"
 

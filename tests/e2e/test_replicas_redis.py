@@ -1,4 +1,4 @@
-"""Two gateway processes sharing one real Redis behave as one gateway.
+"""Two gateway processes sharing one real Redis (or a real Redis Cluster) behave as one gateway.
 
 The upstream is the fake OpenAI server over real HTTP, so upstream calls can be counted.
 """
@@ -14,8 +14,11 @@ import httpx
 import pytest
 import redis
 
-from tests.e2e.gateway_process import GatewayProcess, start_gateway
 from tests.fakes.openai_upstream import FakeOpenAI, Reply
+from tests.support.gateway_process import GatewayProcess, start_gateway
+from tests.support.redis_cluster import LocalCluster, redis_cluster
+
+__all__ = ["redis_cluster"]  # the fixture, for the cluster runs
 
 CONFIG = """
 [gateway]
@@ -57,12 +60,23 @@ def upstream() -> Iterator[FakeOpenAI]:
     stop()
 
 
+@pytest.fixture(params=["redis", "cluster"])
+def store_url(request: pytest.FixtureRequest) -> str:
+    """One Redis (a database of its own), or a Redis Cluster (3 masters, 3 replicas); empty."""
+    if request.param == "cluster":
+        cluster: LocalCluster = request.getfixturevalue("redis_cluster")
+        cluster.flushall()
+        return cluster.url
+    shared = str(request.getfixturevalue("redis_url")).rsplit("/", 1)[0] + "/7"
+    redis.Redis.from_url(shared).flushdb()
+    return shared
+
+
 @pytest.fixture
 def replicas(
-    upstream: FakeOpenAI, redis_url: str, tmp_path: Path
+    upstream: FakeOpenAI, store_url: str, tmp_path: Path
 ) -> Iterator[tuple[GatewayProcess, GatewayProcess]]:
-    shared = redis_url.rsplit("/", 1)[0] + "/7"
-    redis.Redis.from_url(shared).flushdb()
+    shared = store_url
     upstream.requests.clear()
     config = CONFIG.format(base_url=upstream.base_url)
     first = start_gateway(tmp_path / "a", config, store_url=shared)

@@ -13,12 +13,9 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.e2e.gateway_process import ROOT, GatewayProcess, start_gateway
 from tests.e2e.media_support import (
-    MEDIA_CONFIG,
     assert_books_balance,
     fetch_unsigned,
     post_task,
@@ -26,7 +23,9 @@ from tests.e2e.media_support import (
     wait_for_task,
     wav_bytes,
 )
+from tests.support.gateway_process import ROOT, client_for, start_gateway
 from tests.support.redis_server import RedisServer
+from tests.support.routing_files import MEDIA_CONFIG
 from tests.support.s3_server import S3Server, s3_server_or_skip
 
 MiB = 1024 * 1024
@@ -46,12 +45,6 @@ def redis_url(redis_binary: str, tmp_path: Path) -> Iterator[str]:
     server.start()
     yield server.url
     server.stop()
-
-
-def _client(gateway: GatewayProcess, key: str) -> httpx.Client:
-    return httpx.Client(
-        base_url=root_of(gateway.base_url), headers={"Authorization": f"Bearer {key}"}, timeout=30
-    )
 
 
 def _artifact_files(workdir: Path) -> list[Path]:
@@ -77,7 +70,7 @@ def test_replicas_share_artifacts_through_one_bucket(
         back = start_gateway(tmp_path / "back", MEDIA_CONFIG, store_url=redis_url, extra_env=shared)
         key = front.new_key("default")
         front.grant("default", "5000")
-        with _client(front, key) as at_front, _client(back, key) as at_back:
+        with client_for(front, key) as at_front, client_for(back, key) as at_back:
             # A task accepted by the worker-less front runs on back; front serves its output.
             body = {"model": "image-model-2", "prompt": "two replicas", "aspect_ratio": "4:3"}
             task_id = post_task(at_front, "/v1/images/generations", body)["task_id"]
@@ -135,7 +128,7 @@ def test_a_separate_worker_process_writes_outputs_to_the_bucket(
     try:
         key = gateway.new_key("default")
         gateway.grant("default", "5000")
-        with _client(gateway, key) as client:
+        with client_for(gateway, key) as client:
             body = {"model": "image-model-2", "prompt": "from a worker"}
             task = wait_for_task(
                 client, post_task(client, "/v1/images/generations", body)["task_id"]

@@ -9,7 +9,7 @@ tenant's key the first tenant's things stay out of reach.
 CI runs the short form (3 examples per operation, seed 42). The full form, whose figures
 docs/reliability.md reports (seed 42, 50 examples per operation):
 
-    GATEWAY_FUZZ_FULL=1 .venv/bin/python -m pytest tests/e2e/test_schemathesis.py -s
+    GATEWAY_FUZZ_FULL=1 .venv/bin/python -m pytest tests/e2e/test_schemathesis.py -s -n 0
 
 `GATEWAY_FUZZ_REPORT=path.json` also writes the figures there.
 """
@@ -27,7 +27,7 @@ import pytest
 
 from gateway.admin.token import new_admin_token
 from tests.e2e.fuzz_support import CHECKS, FuzzRun, FuzzSummary, run_schemathesis
-from tests.e2e.gateway_process import GatewayProcess, start_gateway
+from tests.support.gateway_process import GatewayProcess, start_gateway
 
 FULL = os.environ.get("GATEWAY_FUZZ_FULL", "") not in ("", "0")
 SEED = 42

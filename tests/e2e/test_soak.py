@@ -14,7 +14,7 @@ answered with garbage or with 5xx, or slowed, for a moment. At the end:
 
 CI form: ~60 s of traffic. Full form (docs/reliability.md records its figures), 10 minutes:
     GATEWAY_SOAK_SECONDS=600 GATEWAY_SOAK_REPORT=soak.json \
-        .venv/bin/pytest tests/e2e/test_soak.py -s
+        .venv/bin/pytest tests/e2e/test_soak.py -s -n 0
 """
 
 from __future__ import annotations
@@ -35,14 +35,19 @@ import pytest
 import redis
 
 from tests.e2e.fault_checks import Books, all_tasks, check_all
-from tests.e2e.gateway_process import GatewayProcess, start_gateway
 from tests.e2e.media_support import TERMINAL, ledger, root_of
 from tests.e2e.soak_support import Client, FaultInjector, Outcome, RssSampler
-from tests.e2e.test_media_upstreams import serving
 from tests.fakes.openai_images_upstream import FakeOpenAIImages
 from tests.fakes.openai_upstream import FakeOpenAI
 from tests.fakes.replicate_upstream import FakeReplicate
 from tests.support.fault_proxy import FaultProxy
+from tests.support.gateway_process import GatewayProcess, start_gateway
+from tests.support.routing_files import UPSTREAM_MODELS
+from tests.support.serial import SERIAL
+from tests.support.serving import serving
+from tests.support.waiting import wait_until
+
+pytestmark = SERIAL
 
 SECONDS = float(os.environ.get("GATEWAY_SOAK_SECONDS", "60"))
 WARM_UP = min(60.0, SECONDS / 4)
@@ -79,28 +84,7 @@ timeout_seconds = 1
 poll_interval_seconds = 0.1
 duration_seconds = 1
 
-[[models]]
-id = "up-chat"
-provider = "chat"
-upstream_model = "model-a"
-capability = "chat"
-max_output_tokens = 100
-pricing = {{ input_usd_per_mtok = 5, output_usd_per_mtok = 15 }}
-
-[[models]]
-id = "gpt-image"
-provider = "images"
-upstream_model = "gpt-image-1"
-capabilities = ["text_to_image"]
-pricing = {{ credits_per_image = {{ standard = 50, hd = 300 }} }}
-
-[[models]]
-id = "musicgen"
-provider = "music"
-upstream_model = "meta/musicgen"
-capabilities = ["text_to_music"]
-pricing = {{ credits_per_task = 80 }}
-
+{models}
 [routing.breaker]
 failure_threshold = 3
 open_seconds = 2
@@ -136,7 +120,8 @@ def soak(redis_url: str, tmp_path: Path) -> Iterator[Soak]:
             for name, url in (("chat", chat_url), ("images", images.base_url)):
                 proxies[name] = FaultProxy(("127.0.0.1", _port(url))).start()
             proxies["music"] = FaultProxy(("127.0.0.1", _port(music.base_url))).start()
-            config = CONFIG.format(**{name: p.url("/v1") for name, p in proxies.items()})
+            urls = {name: p.url("/v1") for name, p in proxies.items()}
+            config = CONFIG.format(**urls, models=UPSTREAM_MODELS)
             shared = {
                 "GATEWAY_ARTIFACTS_DIR": str(tmp_path / "artifacts"),
                 "GATEWAY_SIGNING_SECRET": "soak-replicas-share-this",
@@ -206,12 +191,13 @@ def _tasks_settle(soak: Soak, outcomes: list[Outcome]) -> dict[str, dict[str, An
     for key in soak.keys.values():
         base = root_of(soak.replicas[0].base_url)
         with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}) as client:
-            while True:
-                listed = all_tasks(client)
-                if all(t["status"] in TERMINAL for t in listed):
-                    break
-                assert time.monotonic() < deadline, "tasks lost: not terminal a minute on"
-                time.sleep(0.5)
+            listed = wait_until(
+                lambda: all_tasks(client),
+                lambda now: all(t["status"] in TERMINAL for t in now),
+                timeout=max(deadline - time.monotonic(), 0.0),
+                interval=0.5,
+                what="every task terminal (tasks lost?)",
+            )
         tasks.update({t["task_id"]: t for t in listed})
     assert set(tasks) == created, "a task nobody created, or a created task missing"
     return tasks

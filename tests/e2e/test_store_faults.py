@@ -24,8 +24,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.gateway_process import GatewayProcess, start_gateway
+from tests.support.gateway_process import GatewayProcess, start_gateway
 from tests.support.redis_server import RedisServer
+from tests.support.serial import SERIAL
+from tests.support.waiting import wait_until
+
+pytestmark = SERIAL
 
 CONFIG = """
 [gateway]
@@ -74,15 +78,6 @@ class Outcome:
 
 
 @pytest.fixture
-def redis_server(redis_binary: str, tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(redis_binary, tmp_path / "redis", durable=True)
-    server.workdir.mkdir()
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
 def gateway(redis_server: RedisServer, tmp_path: Path) -> Iterator[tuple[GatewayProcess, str]]:
     process = start_gateway(tmp_path / "gw", CONFIG, store_url=redis_server.url)
     key = process.new_key("payer")
@@ -107,10 +102,11 @@ def _call(client: httpx.Client, url: str, key: str, outcome: Outcome) -> None:
         outcome.status, outcome.text = -1, repr(exc)
 
 
-def _load(gateway: GatewayProcess, key: str, label: str, stop: threading.Event) -> list[Outcome]:
+def _load(
+    gateway: GatewayProcess, key: str, label: str, stop: threading.Event, outcomes: list[Outcome]
+) -> None:
     """Calls started every 20 ms (an open loop: a stalled call does not hold the next one back)
-    until `stop`, modes taking turns; every call's outcome once all have ended."""
-    outcomes: list[Outcome] = []
+    until `stop`, modes taking turns, each added to `outcomes`; returns once all have ended."""
     url = f"{gateway.base_url}/chat/completions"
     local = threading.local()
     clients: list[httpx.Client] = []
@@ -139,22 +135,29 @@ def _load(gateway: GatewayProcess, key: str, label: str, stop: threading.Event) 
             stop.wait(0.02)
     for client in clients:
         client.close()
-    return outcomes
+
+
+def _answered(outcomes: list[Outcome], since: int = 0) -> int:
+    """How many of the calls started since the `since`-th have been answered 200."""
+    return sum(o.status == 200 for o in outcomes[since:])
 
 
 def _run_with_fault(
     gateway: GatewayProcess, key: str, label: str, fault: Callable[[], None]
 ) -> list[Outcome]:
     stop = threading.Event()
-    result: list[list[Outcome]] = []
-    loader = threading.Thread(target=lambda: result.append(_load(gateway, key, label, stop)))
+    outcomes: list[Outcome] = []
+    loader = threading.Thread(target=_load, args=(gateway, key, label, stop, outcomes))
     loader.start()
-    time.sleep(1.0)
-    fault()
-    time.sleep(2.0)
-    stop.set()
-    loader.join(timeout=120)
-    return result[0]
+    try:
+        wait_until(lambda: _answered(outcomes) >= 40, what="calls answered before the fault")
+        fault()
+        after = len(outcomes)
+        wait_until(lambda: _answered(outcomes, after) >= 80, what="calls answered after it")
+    finally:
+        stop.set()
+        loader.join(timeout=120)
+    return outcomes
 
 
 def _ledger(gateway: GatewayProcess, key: str) -> list[dict[str, object]]:
@@ -180,15 +183,13 @@ def _wallet(gateway: GatewayProcess, key: str) -> dict[str, str]:
 
 
 def _wait_until_nothing_held(gateway: GatewayProcess, key: str) -> None:
-    deadline = time.monotonic() + 15
-    while True:
+    def held() -> Decimal | None:
         try:
-            if Decimal(_wallet(gateway, key)["held_credits"]) == 0:
-                return
+            return Decimal(_wallet(gateway, key)["held_credits"])
         except (httpx.HTTPError, AssertionError):
-            pass
-        assert time.monotonic() < deadline, "holds of failed calls were not released"
-        time.sleep(0.2)
+            return None  # the store (or the gateway's view of it) not back yet
+
+    wait_until(held, lambda now: now == 0, timeout=15, what="the holds of failed calls released")
 
 
 def _check_money(gateway: GatewayProcess, key: str, outcomes: list[Outcome]) -> None:
@@ -238,7 +239,7 @@ def test_a_stalled_store_never_charges_a_failed_call(
     def stall() -> None:
         redis_server.pause()
         try:
-            time.sleep(1.0)
+            time.sleep(1.0)  # the store away for a second before /health is asked
             health_during.append(httpx.get(f"{process.base_url}/health", timeout=2.0))
             time.sleep(4.0)  # longer than the store's 2 s timeout, and its one retry
         finally:
@@ -259,7 +260,7 @@ def test_a_killed_and_restarted_store_never_charges_a_failed_call(
 
     def crash() -> None:
         redis_server.kill()
-        time.sleep(2.0)
+        time.sleep(2.0)  # the behaviour under test: the store down for 2 s
         redis_server.start()
 
     outcomes = _run_with_fault(process, key, "crash", crash)

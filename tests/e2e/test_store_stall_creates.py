@@ -22,9 +22,14 @@ import redis
 
 from gateway.store import store_from_url
 from gateway.store.base import LedgerEntry, TaskRecord
-from tests.e2e.gateway_process import GatewayProcess, start_gateway
-from tests.e2e.media_support import MEDIA_CONFIG, root_of, wait_until
+from tests.e2e.media_support import root_of
+from tests.support.gateway_process import GatewayProcess, start_gateway
 from tests.support.redis_server import RedisServer
+from tests.support.routing_files import MEDIA_CONFIG
+from tests.support.serial import SERIAL
+from tests.support.waiting import wait_until
+
+pytestmark = SERIAL
 
 CLIENTS = 32
 STALL_SECONDS = 5.0
@@ -61,9 +66,9 @@ def gateway(redis_server: RedisServer, tmp_path: Path) -> Iterator[tuple[Gateway
     process.stop()
 
 
-async def _creates(base: str, key: str, stop: threading.Event) -> list[Answer]:
-    """`CLIENTS` clients, each sending one create after another until `stop`."""
-    answers: list[Answer] = []
+async def _creates(base: str, key: str, stop: threading.Event, answers: list[Answer]) -> None:
+    """`CLIENTS` clients, each sending one create after another until `stop`, each answer added
+    to `answers`."""
     limits = httpx.Limits(max_connections=CLIENTS)
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(
@@ -84,7 +89,11 @@ async def _creates(base: str, key: str, stop: threading.Event) -> list[Answer]:
                 answers.append(Answer(request_id, response.status_code, response.text, seconds))
 
         await asyncio.gather(*(one_client(n) for n in range(CLIENTS)))
-    return answers
+
+
+def _created(answers: list[Answer], since: int = 0) -> int:
+    """How many of the answers since the `since`-th were 202 (a task created)."""
+    return sum(a.status == 202 for a in answers[since:])
 
 
 def _books(store_url: str) -> tuple[list[TaskRecord], list[LedgerEntry], int, int]:
@@ -123,22 +132,25 @@ def test_a_503_create_leaves_no_task_and_no_charge(
 ) -> None:
     process, key = gateway
     stop = threading.Event()
-    answers: list[list[Answer]] = []
+    answers: list[Answer] = []
     load = threading.Thread(
-        target=lambda: answers.append(asyncio.run(_creates(root_of(process.base_url), key, stop)))
+        target=lambda: asyncio.run(_creates(root_of(process.base_url), key, stop, answers))
     )
     load.start()
-    time.sleep(0.5)
-    redis_server.pause()
     try:
-        time.sleep(STALL_SECONDS)
+        wait_until(lambda: _created(answers) >= CLIENTS, what="creates before the stall")
+        redis_server.pause()
+        try:
+            time.sleep(STALL_SECONDS)  # the behaviour under test: the store answers nothing
+        finally:
+            redis_server.resume()
+        after = len(answers)
+        wait_until(lambda: _created(answers, after) >= CLIENTS, what="creates after the stall")
     finally:
-        redis_server.resume()
-    time.sleep(1.0)
-    stop.set()
-    load.join(timeout=60)
+        stop.set()
+        load.join(timeout=60)
     assert not load.is_alive(), "a client hung behind the paused store"
-    [seen] = answers
+    seen = answers
 
     # Settled: every create was confirmed or abandoned, which the finisher does within about
     # a second of the store's return.

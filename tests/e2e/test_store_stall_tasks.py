@@ -19,22 +19,18 @@ import httpx
 import pytest
 
 from tests.e2e.fault_checks import Books, Failure, assert_retryable, check_all
-from tests.e2e.gateway_process import GatewayProcess, start_gateway
-from tests.e2e.media_support import MEDIA_CONFIG, post_task, root_of, wav_bytes
+from tests.e2e.media_support import post_task, root_of, wav_bytes
+from tests.support.gateway_process import GatewayProcess, start_gateway
 from tests.support.redis_server import RedisServer
+from tests.support.routing_files import MEDIA_CONFIG
+from tests.support.serial import SERIAL
+from tests.support.waiting import wait_until
+
+pytestmark = SERIAL
 
 CONFIG = MEDIA_CONFIG.replace("task_seconds = 0.3", "task_seconds = 1.5")
 STALL_SECONDS = 5.0
 STORE_BOUND = 8.0  # the store's 2 s timeout and one retry, with a wide margin
-
-
-@pytest.fixture
-def redis_server(redis_binary: str, tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(redis_binary, tmp_path / "redis", durable=True)
-    server.workdir.mkdir()
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
@@ -47,9 +43,10 @@ def gateway(redis_server: RedisServer, tmp_path: Path) -> Iterator[tuple[Gateway
     process.stop()
 
 
-def _load(base: str, key: str, stop: threading.Event, failures: list[Failure]) -> list[str]:
-    """Creates and uploads in turn until `stop`; the ids of the tasks created."""
-    created: list[str] = []
+def _load(
+    base: str, key: str, stop: threading.Event, failures: list[Failure], created: list[str]
+) -> None:
+    """Creates and uploads in turn until `stop`; the ids of the tasks created go to `created`."""
     audio = wav_bytes(0.5)
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=30) as c:
         i = 0
@@ -74,7 +71,6 @@ def _load(base: str, key: str, stop: threading.Event, failures: list[Failure]) -
                     )
             i += 1
             stop.wait(0.05)
-    return created
 
 
 def test_tasks_and_uploads_live_through_a_paused_store(
@@ -89,20 +85,23 @@ def test_tasks_and_uploads_live_through_a_paused_store(
         ]
     failures: list[Failure] = []
     stop = threading.Event()
-    result: list[list[str]] = []
-    loader = threading.Thread(target=lambda: result.append(_load(base, key, stop, failures)))
+    created: list[str] = []
+    loader = threading.Thread(target=_load, args=(base, key, stop, failures, created))
     loader.start()
-    time.sleep(0.5)
-    redis_server.pause()
     try:
-        time.sleep(STALL_SECONDS)
+        wait_until(lambda: len(created) >= 5, what="tasks created before the stall")
+        redis_server.pause()
+        try:
+            time.sleep(STALL_SECONDS)  # the behaviour under test: the store answers nothing
+        finally:
+            redis_server.resume()
+        before = len(created)
+        wait_until(lambda: len(created) >= before + 5, what="tasks created after the stall")
     finally:
-        redis_server.resume()
-    time.sleep(1.0)
-    stop.set()
-    loader.join(timeout=60)
+        stop.set()
+        loader.join(timeout=60)
     assert not loader.is_alive(), "a client hung behind the paused store"
-    assert result[0], "no task was created around the stall"
+    assert created, "no task was created around the stall"
     assert failures, "nothing failed while the store was paused: the test proved nothing"
     assert_retryable(failures, within=STORE_BOUND)
     assert all(f.status == 503 and "store_unavailable" in f.text for f in failures), failures

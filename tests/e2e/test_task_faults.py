@@ -12,16 +12,12 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
-from tests.e2e.gateway_process import ROOT, GatewayProcess, start_gateway
 from tests.e2e.media_support import (
-    MEDIA_CONFIG,
     TERMINAL,
     assert_books_balance,
     fetch_unsigned,
@@ -29,42 +25,28 @@ from tests.e2e.media_support import (
     root_of,
     task_entries,
     wait_for_task,
-    wait_until,
 )
+from tests.support.gateway_process import ROOT, GatewayProcess, client_for, start_gateway
 from tests.support.redis_server import RedisServer
+from tests.support.routing_files import MEDIA_CONFIG
+from tests.support.waiting import wait_until
 
 # Long enough to be killed mid-way; the lease short enough that a dead worker's task moves on.
 SLOW = "[[sim:task_ms=2500]]"
 
 
-@pytest.fixture(params=["sqlite", "redis"])
-def store_url(
-    request: pytest.FixtureRequest, redis_binary: str, tmp_path: Path
-) -> Iterator[str | None]:
-    if request.param == "sqlite":
-        yield None  # the embedded default in the gateway's data folder
-        return
-    server = RedisServer(redis_binary, tmp_path / "redis", durable=True)
-    server.workdir.mkdir()
-    server.start()
-    yield server.url
-    server.stop()
-
-
-def _client(gateway: GatewayProcess, key: str) -> httpx.Client:
-    return httpx.Client(
-        base_url=root_of(gateway.base_url), headers={"Authorization": f"Bearer {key}"}, timeout=10
-    )
-
-
 def _start(workdir: Path, store_url: str | None, **env: str) -> tuple[GatewayProcess, str]:
     gateway = start_gateway(workdir, MEDIA_CONFIG, store_url=store_url, extra_env=env)
-    if store_url is None:
-        assert gateway.api_key
-        return gateway, gateway.api_key
-    key = gateway.keys.get("default") or gateway.new_key("default")
-    gateway.keys["default"] = key
-    gateway.grant("default", "5000")
+    try:
+        if store_url is None:
+            assert gateway.api_key
+            return gateway, gateway.api_key
+        key = gateway.keys.get("default") or gateway.new_key("default")
+        gateway.keys["default"] = key
+        gateway.grant("default", "5000")
+    except BaseException:
+        gateway.stop()  # not left running when the test cannot have it
+        raise
     return gateway, key
 
 
@@ -119,7 +101,7 @@ def test_a_killed_worker_process_leaves_no_task_behind(
     first = _worker(gateway, tmp_path / "worker-1.log")
     second: subprocess.Popen[bytes] | None = None
     try:
-        with _client(gateway, key) as client:
+        with client_for(gateway, key, timeout=10) as client:
             ids = _create_slow_tasks(client)
             _wait_running(client, ids)
             first.send_signal(signal.SIGKILL)
@@ -140,7 +122,7 @@ def test_a_gateway_killed_mid_task_finishes_its_tasks_after_a_restart(
 ) -> None:
     workdir = tmp_path / "gw"
     gateway, key = _start(workdir, store_url)
-    with _client(gateway, key) as client:
+    with client_for(gateway, key, timeout=10) as client:
         ids = _create_slow_tasks(client)
         _wait_running(client, ids)
     os.kill(gateway.process.pid, signal.SIGKILL)
@@ -148,7 +130,7 @@ def test_a_gateway_killed_mid_task_finishes_its_tasks_after_a_restart(
 
     restarted, _ = _start(workdir, store_url)
     try:
-        with _client(restarted, key) as client:
+        with client_for(restarted, key, timeout=10) as client:
             _check_all_ended(client, ids)
     finally:
         restarted.stop()
@@ -165,7 +147,7 @@ def test_a_task_created_on_one_replica_runs_on_another(redis_binary: str, tmp_pa
     front, key = _start(tmp_path / "front", server.url, GATEWAY_WORKERS="0", **shared)
     back = start_gateway(tmp_path / "back", MEDIA_CONFIG, store_url=server.url, extra_env=shared)
     try:
-        with _client(front, key) as client:
+        with client_for(front, key, timeout=10) as client:
             body = {"model": "image-model-2", "prompt": "two replicas", "aspect_ratio": "4:3"}
             task_id = post_task(client, "/v1/images/generations", body)["task_id"]
             task = wait_for_task(client, task_id)

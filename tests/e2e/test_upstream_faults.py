@@ -25,13 +25,15 @@ import httpx
 import pytest
 
 from tests.e2e.fault_checks import Books, check_all
-from tests.e2e.gateway_process import GatewayProcess, start_gateway
 from tests.e2e.media_support import post_task, root_of, task_entries, wait_for_task
-from tests.e2e.test_media_upstreams import serving
 from tests.fakes.openai_images_upstream import FakeOpenAIImages
 from tests.fakes.openai_upstream import FakeOpenAI, Reply, StreamReply
 from tests.fakes.replicate_upstream import FakeReplicate, Job
 from tests.support.fault_proxy import Fault, FaultProxy
+from tests.support.gateway_process import GatewayProcess, start_gateway
+from tests.support.routing_files import UPSTREAM_MODELS
+from tests.support.serving import serving
+from tests.support.waiting import wait_until
 
 TIMEOUT = 1.0  # the chat upstream's timeout_seconds and stream_read_timeout_seconds
 IMAGE_TIMEOUT = 2.0
@@ -68,28 +70,7 @@ timeout_seconds = {timeout}
 poll_interval_seconds = 0.05
 duration_seconds = 1
 
-[[models]]
-id = "up-chat"
-provider = "chat"
-upstream_model = "model-a"
-capability = "chat"
-max_output_tokens = 100
-pricing = {{ input_usd_per_mtok = 5, output_usd_per_mtok = 15 }}
-
-[[models]]
-id = "gpt-image"
-provider = "images"
-upstream_model = "gpt-image-1"
-capabilities = ["text_to_image"]
-pricing = {{ credits_per_image = {{ standard = 50, hd = 300 }} }}
-
-[[models]]
-id = "musicgen"
-provider = "music"
-upstream_model = "meta/musicgen"
-capabilities = ["text_to_music"]
-pricing = {{ credits_per_task = 80 }}
-
+{models}
 [routing.breaker]
 failure_threshold = 1000
 
@@ -151,6 +132,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
                     music_url=proxies[2].url("/v1"),
                     timeout=TIMEOUT,
                     image_timeout=IMAGE_TIMEOUT,
+                    models=UPSTREAM_MODELS,
                 )
                 tmp = tmp_path_factory.mktemp("upstream-faults")
                 gateway = start_gateway(tmp, config)
@@ -404,10 +386,7 @@ def test_a_music_task_whose_polls_break_fails_refunded(lifted: Rig, kind: str) -
     count = len(lifted.music.created)
     with lifted.client() as client:
         created = post_task(client, "/v1/music/text-to-music", {"model": "musicgen", "prompt": "p"})
-        deadline = time.monotonic() + 10
-        while len(lifted.music.created) <= count:
-            assert time.monotonic() < deadline, "the prediction was never created"
-            time.sleep(0.02)
+        wait_until(lambda: len(lifted.music.created) > count, what="the prediction")
         lifted.music_proxy.set(Fault.stall() if kind == "stall" else Fault.reset())
         started = time.monotonic()
         task = wait_for_task(client, created["task_id"], timeout=4 * (TIMEOUT + 1) + MARGIN)

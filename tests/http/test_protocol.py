@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -21,6 +20,7 @@ from uvicorn.config import Config
 from uvicorn.server import ServerState
 
 from gateway.http.protocol import HttpLimits, bounded_protocol
+from tests.support.waiting import wait_until_async
 
 MAX_HEAD = 4096
 _STATUS = re.compile(rb"HTTP/1\.1 (\d{3}) ")
@@ -141,11 +141,13 @@ def serve(
         protocol.connection_made(transport)
         for data in reads:
             protocol.data_received(data)
-            await asyncio.sleep(0)
-        deadline = time.monotonic() + 5
-        while len(_STATUS.findall(bytes(transport.written))) < expected or state.tasks:
-            assert time.monotonic() < deadline, bytes(transport.written)[-300:]
-            await asyncio.sleep(0.001)
+            await asyncio.sleep(0)  # a turn of the loop between reads, as between packets
+        await wait_until_async(
+            lambda: len(_STATUS.findall(bytes(transport.written))) >= expected and not state.tasks,
+            seconds=5,
+            interval=0.001,
+            what=f"{expected} answers written",
+        )
         protocol.connection_lost(None)
         return answers(bytes(transport.written)), transport
 

@@ -1,79 +1,18 @@
-"""The Gemini adapter against a real local fake upstream: what Gemini receives, what the
-gateway gets back (whole and streamed), and every way a call fails."""
+"""The Gemini adapter against a real local fake upstream: its options, and what Gemini
+receives (contents, tools, tool choice, response schemas), or what is refused before sending."""
 
 from __future__ import annotations
 
-import asyncio
-import socket
-from collections.abc import AsyncIterator, Callable, Coroutine
-from contextlib import asynccontextmanager
 from typing import Any
 
-import aiohttp
 import msgspec
 import pytest
 
-from providers.base import ChatProvider, ChatStream, Usage
-from providers.errors import (
-    ProviderError,
-    UpstreamRejectedRequest,
-    UpstreamTimeout,
-    UpstreamUnavailable,
-)
-from providers.gemini import Options, create
+from providers.errors import UpstreamRejectedRequest
+from providers.gemini import Options
 from providers.registry import spec_for
-from providers.status import message_from_body
-from tests.fakes.gemini_upstream import (
-    Disconnect,
-    FakeGemini,
-    Reply,
-    StreamReply,
-    candidate,
-    error_body,
-    events_for,
-    function_call,
-    response,
-    text,
-    usage,
-)
+from tests.providers.gemini_support import BODY, STREAM_BODY, collect, run, upstream
 
-
-def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    asyncio.run(test())
-
-
-@asynccontextmanager
-async def upstream(**options: Any) -> AsyncIterator[tuple[FakeGemini, ChatProvider]]:
-    """A fake upstream and a provider pointed at it, both closed afterwards."""
-    async with FakeGemini() as fake:
-        provider = create("gem", Options(base_url=fake.base_url, **options))
-        try:
-            yield fake, provider
-        finally:
-            await provider.close()
-
-
-async def drain(stream: ChatStream, into: list[dict[str, Any]]) -> None:
-    async for chunk in stream:
-        into.append(chunk)
-
-
-async def collect(provider: ChatProvider, body: dict[str, Any]) -> list[dict[str, Any]]:
-    stream = await provider.stream(body)
-    chunks: list[dict[str, Any]] = []
-    try:
-        await drain(stream, chunks)
-    finally:
-        await stream.aclose()
-    return chunks
-
-
-BODY: dict[str, Any] = {
-    "model": "gemini-2.5-flash",
-    "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
-    "max_completion_tokens": 256,
-}
-STREAM_BODY: dict[str, Any] = {**BODY, "stream": True, "stream_options": {"include_usage": True}}
 WEATHER_PARAMS = {
     "$schema": "http://json-schema.org/draft-07/schema#",
     "type": "object",
@@ -85,6 +24,8 @@ WEATHER_PARAMS = {
     },
     "required": ["city", "unit", "ghost"],
 }
+
+
 GEMINI_WEATHER_PARAMS = {
     "type": "object",
     "properties": {
@@ -94,6 +35,8 @@ GEMINI_WEATHER_PARAMS = {
     },
     "required": ["city", "unit"],
 }
+
+
 TOOLS = [
     {
         "type": "function",
@@ -251,24 +194,46 @@ def test_the_request_gemini_receives() -> None:
                 "parts": [
                     {"text": "Checking both."},
                     {
-                        "functionCall": {"name": "get_weather", "args": {"city": "Paris"}},
+                        "functionCall": {
+                            "name": "get_weather",
+                            "args": {"city": "Paris"},
+                            "id": "call_a",
+                        },
                         "thoughtSignature": "c2lnLWE=",
                     },
-                    {"functionCall": {"name": "get_weather", "args": {"city": "Rome"}}},
+                    {
+                        "functionCall": {
+                            "name": "get_weather",
+                            "args": {"city": "Rome"},
+                            "id": "call_b",
+                        }
+                    },
                 ],
             },
             {
                 "role": "user",
                 "parts": [
-                    {"functionResponse": {"name": "get_weather", "response": {"content": "21C"}}},
-                    {"functionResponse": {"name": "get_weather", "response": {"content": "18C"}}},
+                    {
+                        "functionResponse": {
+                            "name": "get_weather",
+                            "response": {"content": "21C"},
+                            "id": "call_b",
+                        }
+                    },
+                    {
+                        "functionResponse": {
+                            "name": "get_weather",
+                            "response": {"content": "18C"},
+                            "id": "call_a",
+                        }
+                    },
                 ],
             },
             {
                 "role": "model",
                 "parts": [
                     {
-                        "functionCall": {"name": "get_time", "args": {}},
+                        "functionCall": {"name": "get_time", "args": {}, "id": "call_c"},
                         "thoughtSignature": "skip_thought_signature_validator",
                     }
                 ],
@@ -276,7 +241,13 @@ def test_the_request_gemini_receives() -> None:
             {
                 "role": "user",
                 "parts": [
-                    {"functionResponse": {"name": "get_time", "response": {"content": "noon"}}},
+                    {
+                        "functionResponse": {
+                            "name": "get_time",
+                            "response": {"content": "noon"},
+                            "id": "call_c",
+                        }
+                    },
                     {"text": "Thanks!"},
                 ],
             },
@@ -315,8 +286,8 @@ def test_the_request_gemini_receives() -> None:
         async with upstream(include_thoughts=True, safety_settings=safety) as (fake, provider):
             await provider.complete(body)
             assert fake.requests[0].json == expected
-            # Older models get no stand-in signature; no options, no extras.
-            older = {**body, "model": "gemini-2.5-pro", "stop": "END", "reasoning_effort": "none"}
+            # Older models get no stand-in signature and no call ids; no options, no extras.
+            older = {**body, "model": "gemini-2.5-flash", "stop": "END", "reasoning_effort": "none"}
             await provider.complete(older)
             sent = fake.requests[1].json
             assert sent["contents"][3]["parts"][0] == {
@@ -468,477 +439,5 @@ def test_what_gemini_cannot_express_is_rejected_before_sending(
                 with pytest.raises(UpstreamRejectedRequest, match=words):
                     await call({**body, **change})
             assert fake.requests == []
-
-    run(test)
-
-
-def test_a_completion_with_thoughts_text_and_tool_calls() -> None:
-    answer = response(
-        candidate(
-            text("The user wants two cities.", thought=True),
-            text("Paris: "),
-            text("18C."),
-            function_call("get_weather", {"city": "Rome"}, signature="c2ln"),
-            function_call("get_time"),
-        ),
-        usage_metadata={
-            "promptTokenCount": 100,
-            "candidatesTokenCount": 20,
-            "totalTokenCount": 150,
-            "cachedContentTokenCount": 64,
-            "thoughtsTokenCount": 30,
-        },
-    )
-
-    async def test() -> None:
-        async with upstream() as (fake, provider):
-            fake.enqueue(Reply(body=answer))
-            result = await provider.complete(BODY)
-            body = result.body
-            assert body["id"] == "chatcmpl-resp-fake"
-            assert body["object"] == "chat.completion" and body["model"] == "gemini-fake-001"
-            assert isinstance(body["created"], int) and body["created"] > 1_700_000_000
-            (choice,) = body["choices"]
-            calls = choice["message"].pop("tool_calls")
-            assert choice == {
-                "index": 0,
-                "message": {
-                    "role": "assistant",
-                    "content": "Paris: 18C.",
-                    "refusal": None,
-                    "reasoning_content": "The user wants two cities.",
-                },
-                "logprobs": None,
-                "finish_reason": "tool_calls",
-            }
-            assert [c["id"][:5] for c in calls] == ["call_", "call_"]
-            assert len({c["id"] for c in calls}) == 2 and len(calls[0]["id"]) == 29
-            assert [c["function"] for c in calls] == [
-                {"name": "get_weather", "arguments": '{"city":"Rome"}'},
-                {"name": "get_time", "arguments": "{}"},
-            ]
-            assert calls[0]["extra_content"] == {"google": {"thought_signature": "c2ln"}}
-            assert calls[0]["type"] == "function" and "extra_content" not in calls[1]
-            assert result.usage == Usage(prompt_tokens=100, completion_tokens=50, total_tokens=150)
-            assert body["usage"] == {
-                "prompt_tokens": 100,
-                "completion_tokens": 50,
-                "total_tokens": 150,
-                "prompt_tokens_details": {"cached_tokens": 64},
-                "completion_tokens_details": {"reasoning_tokens": 30},
-            }
-
-    run(test)
-
-
-def test_finish_reasons_candidates_logprobs_and_model() -> None:
-    table = [
-        ("STOP", "stop"),
-        ("MAX_TOKENS", "length"),
-        ("SAFETY", "content_filter"),
-        ("RECITATION", "content_filter"),
-        ("BLOCKLIST", "content_filter"),
-        ("PROHIBITED_CONTENT", "content_filter"),
-        ("SPII", "content_filter"),
-        ("MALFORMED_FUNCTION_CALL", "stop"),
-        ("OTHER", "stop"),
-    ]
-
-    async def test() -> None:
-        async with upstream() as (fake, provider):
-            for reason, _ in table:
-                fake.enqueue(Reply(body=response(candidate(text("x"), finish=reason))))
-            found = [(await provider.complete(BODY)).body["choices"][0] for _ in table]
-            assert [c["finish_reason"] for c in found] == [mapped for _, mapped in table]
-            two = response(candidate(text("a")), candidate(finish="SAFETY", index=1))
-            two["candidates"][0]["logprobsResult"] = {
-                "topCandidates": [
-                    {
-                        "candidates": [
-                            {"token": "a", "logProbability": -0.1},
-                            {"token": "é", "logProbability": -2.5},
-                        ]
-                    }
-                ],
-                "chosenCandidates": [{"token": "a", "tokenId": 64, "logProbability": -0.1}],
-            }
-            del two["modelVersion"], two["usageMetadata"], two["responseId"]
-            fake.enqueue(Reply(body=two))
-            result = await provider.complete({**BODY, "n": 2})
-            first, second = result.body["choices"]
-            assert result.body["model"] == "gemini-2.5-flash"  # no modelVersion: the name asked
-            assert result.body["id"].startswith("chatcmpl-") and "usage" not in result.body
-            assert result.usage == Usage()
-            assert first["logprobs"] == {
-                "content": [
-                    {
-                        "token": "a",
-                        "logprob": -0.1,
-                        "bytes": [97],
-                        "top_logprobs": [
-                            {"token": "a", "logprob": -0.1, "bytes": [97]},
-                            {"token": "é", "logprob": -2.5, "bytes": [195, 169]},
-                        ],
-                    }
-                ],
-                "refusal": None,
-            }
-            assert second["index"] == 1 and second["finish_reason"] == "content_filter"
-            assert second["message"]["content"] is None
-
-    run(test)
-
-
-def chunk(choices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    return {"choices": choices, **extra}
-
-
-def test_a_text_stream_reassembled() -> None:
-    async def test() -> None:
-        async with upstream() as (fake, provider):
-            stream = await provider.stream(STREAM_BODY)
-            chunks = [c async for c in stream]
-            await stream.aclose()
-            await stream.aclose()
-            created = chunks[0]["created"]
-            base = {"id": "chatcmpl-resp-fake", "object": "chat.completion.chunk"}
-            base |= {"created": created, "model": "gemini-fake-001"}
-            assert all({k: c[k] for k in base} == base for c in chunks)
-            choices = [c["choices"] for c in chunks]
-            assert choices[0] == [
-                {
-                    "index": 0,
-                    "delta": {"role": "assistant", "content": "Hello"},
-                    "logprobs": None,
-                    "finish_reason": None,
-                }
-            ]
-            words = [c[0]["delta"]["content"] for c in choices[:-2]]
-            assert "".join(words) == fake.text and len(words) == 6
-            assert all("role" not in c[0]["delta"] for c in choices[1:-2])
-            assert choices[-2] == [
-                {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "stop"}
-            ]
-            assert chunks[-1]["choices"] == []
-            assert chunks[-1]["usage"] == {
-                "prompt_tokens": 12,
-                "completion_tokens": 6,
-                "total_tokens": 18,
-                "prompt_tokens_details": {"cached_tokens": 0},
-                "completion_tokens_details": {"reasoning_tokens": 0},
-            }
-            assert stream.usage == Usage(prompt_tokens=12, completion_tokens=6, total_tokens=18)
-            await provider.complete(BODY)
-            assert fake.requests[0].client_port == fake.requests[1].client_port  # pooled again
-
-    run(test)
-
-
-def test_a_stream_with_thoughts_and_tool_calls() -> None:
-    events = [
-        response(candidate(text("Two cities.", thought=True), finish=None)),
-        response(
-            candidate(
-                function_call("get_weather", {"city": "Paris"}, signature="c2ln"),
-                function_call("get_weather", {"city": "Rome"}),
-                finish=None,
-            )
-        ),
-        response(candidate(function_call("get_time"), finish=None)),
-        response(
-            candidate(finish="STOP"),
-            usage_metadata=usage(40, 12, thoughts=9, cached=32),
-        ),
-    ]
-
-    async def test() -> None:
-        async with upstream() as (fake, provider):
-            fake.enqueue(StreamReply(events=events))
-            chunks = await collect(provider, STREAM_BODY)
-            deltas = [c["choices"][0]["delta"] for c in chunks[:-1]]
-            assert deltas[0] == {
-                "role": "assistant",
-                "content": "",
-                "reasoning_content": "Two cities.",
-            }
-            calls = deltas[1]["tool_calls"] + deltas[2]["tool_calls"]
-            assert [c["index"] for c in calls] == [0, 1, 2]
-            assert [c["function"]["arguments"] for c in calls] == [
-                '{"city":"Paris"}',
-                '{"city":"Rome"}',
-                "{}",
-            ]
-            assert calls[0]["extra_content"] == {"google": {"thought_signature": "c2ln"}}
-            assert all(c["id"].startswith("call_") and c["type"] == "function" for c in calls)
-            assert chunks[3]["choices"][0]["finish_reason"] == "tool_calls"
-            assert len(chunks) == 5 and chunks[4]["usage"]["prompt_tokens_details"] == {
-                "cached_tokens": 32
-            }
-            assert chunks[4]["usage"]["completion_tokens"] == 21
-            assert chunks[4]["usage"]["completion_tokens_details"] == {"reasoning_tokens": 9}
-
-    run(test)
-
-
-def test_stream_framing_from_the_wire() -> None:
-    async def test() -> None:
-        events = events_for("one two three")
-        wire = b"".join(b"data: " + msgspec.json.encode(e) + b"\r\n\r\n" for e in events)
-        pieces = [b": keep-alive\r\n\r\n", wire[:7], wire[7:100], wire[100:-1], wire[-1:]]
-        async with upstream() as (fake, provider):
-            fake.enqueue(StreamReply(events=events))
-            whole = await collect(provider, STREAM_BODY)
-            fake.enqueue(StreamReply(events=pieces, chunk_delay=0.01))
-            pieced = await collect(provider, STREAM_BODY)
-            for chunks in (whole, pieced):
-                text_ = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks[:-1])
-                assert text_ == "one two three" and len(chunks) == 5
-            # Without a blank line after the last event, the end of the body still ends it.
-            fake.enqueue(StreamReply(events=[wire[:-2]]))
-            assert len(await collect(provider, STREAM_BODY)) == 5
-
-    run(test)
-
-
-STATUS_ERRORS = [
-    (400, "INVALID_ARGUMENT", UpstreamRejectedRequest),
-    (400, "FAILED_PRECONDITION", UpstreamRejectedRequest),
-    (404, "NOT_FOUND", UpstreamRejectedRequest),
-    (403, "PERMISSION_DENIED", ProviderError),
-    (429, "RESOURCE_EXHAUSTED", UpstreamUnavailable),
-    (503, "UNAVAILABLE", UpstreamUnavailable),
-    (504, "DEADLINE_EXCEEDED", UpstreamTimeout),
-    (500, "INTERNAL", ProviderError),
-]
-
-
-@pytest.mark.parametrize(("status", "name", "error"), STATUS_ERRORS)
-def test_error_statuses_map_for_complete_and_stream(
-    status: int, name: str, error: type[Exception]
-) -> None:
-    async def test() -> None:
-        async with upstream() as (fake, provider):
-            for call, body in ((provider.complete, BODY), (provider.stream, STREAM_BODY)):
-                fake.enqueue(Reply.error(status, name, "* GenerateContentRequest.contents: bad"))
-                with pytest.raises(ProviderError) as caught:
-                    await call(body)
-                assert type(caught.value) is error
-                assert caught.value.upstream_status == status
-                assert "GenerateContentRequest.contents: bad" in caught.value.message
-                assert caught.value.retry_after is None
-            await provider.complete(BODY)  # the connection went back to the pool usable
-
-    run(test)
-
-
-def test_rejections_carry_the_message_verbatim_and_gemini_bodies_are_read() -> None:
-    async def test() -> None:
-        async with upstream() as (fake, provider):
-            fake.enqueue(Reply.error(400, "INVALID_ARGUMENT", "Unknown name 'foo'."))
-            with pytest.raises(UpstreamRejectedRequest) as rejected:
-                await provider.complete(BODY)
-            assert rejected.value.message == "Unknown name 'foo'."
-            fake.enqueue(
-                Reply.error(400, "INVALID_ARGUMENT", "API key not valid.", reason="API_KEY_INVALID")
-            )
-            with pytest.raises(ProviderError, match="credentials") as caught:
-                await provider.complete(BODY)
-            assert type(caught.value) is ProviderError and caught.value.upstream_status == 400
-            listed = [error_body(400, "INVALID_ARGUMENT", "in a list")]  # no `alt=sse`
-            fake.enqueue(Reply(status=400, body=listed))
-            with pytest.raises(UpstreamRejectedRequest, match=r"^in a list$"):
-                await provider.stream(STREAM_BODY)
-            fake.enqueue(
-                Reply(status=504, body=b"<html>Gateway Timeout</html>", content_type="text/html")
-            )
-            with pytest.raises(ProviderError, match="Gateway Timeout") as caught:
-                await provider.complete(BODY)
-            assert type(caught.value) is ProviderError  # a bare 504: the shared table
-        raw = msgspec.json.encode(error_body(429, "RESOURCE_EXHAUSTED", "quota"))
-        assert message_from_body(raw) == "quota"
-
-    run(test)
-
-
-def test_retry_after_from_retry_info_or_the_header() -> None:
-    async def test() -> None:
-        async with upstream() as (fake, provider):
-            for call, body in ((provider.complete, BODY), (provider.stream, STREAM_BODY)):
-                fake.enqueue(Reply.error(429, "RESOURCE_EXHAUSTED", "quota", retry_delay="37.5s"))
-                with pytest.raises(UpstreamUnavailable) as caught:
-                    await call(body)
-                assert caught.value.retry_after == 37.5 and caught.value.message.endswith("quota")
-            fake.enqueue(
-                Reply.error(
-                    429, "RESOURCE_EXHAUSTED", "q", retry_delay="37s", headers={"Retry-After": "3"}
-                )
-            )
-            with pytest.raises(UpstreamUnavailable) as caught:
-                await provider.complete(BODY)
-            assert caught.value.retry_after == 3.0
-            fake.enqueue(Reply.error(503, "UNAVAILABLE", "The model is overloaded."))
-            with pytest.raises(UpstreamUnavailable, match="overloaded") as caught:
-                await provider.complete(BODY)
-            assert caught.value.retry_after is None
-
-    run(test)
-
-
-def test_blocked_prompts_are_rejected() -> None:
-    blocked = response(prompt_feedback={"blockReason": "SAFETY", "safetyRatings": []})
-
-    async def test() -> None:
-        async with upstream() as (fake, provider):
-            fake.enqueue(Reply(body=blocked))
-            with pytest.raises(UpstreamRejectedRequest, match=r"blocked the prompt \(SAFETY\)"):
-                await provider.complete(BODY)
-            fake.enqueue(StreamReply(events=[blocked]))
-            with pytest.raises(UpstreamRejectedRequest, match="SAFETY"):
-                await provider.stream(STREAM_BODY)
-            fake.enqueue(Reply(body={"candidates": [], "usageMetadata": usage()}))
-            with pytest.raises(ProviderError, match="without any candidate"):
-                await provider.complete(BODY)
-
-    run(test)
-
-
-def test_malformed_answers_are_provider_errors() -> None:
-    async def test() -> None:
-        async with upstream() as (fake, provider):
-            fake.enqueue(Reply(body=b"{not json"))
-            with pytest.raises(ProviderError, match="malformed answer"):
-                await provider.complete(BODY)
-            fake.enqueue(Reply(body={"candidates": "nope"}))
-            with pytest.raises(ProviderError, match="not a GenerateContentResponse"):
-                await provider.complete(BODY)
-            fake.enqueue(Reply(status=500, body=b"garbage \xff", content_type="text/plain"))
-            with pytest.raises(ProviderError, match="HTTP 500: garbage") as caught:
-                await provider.complete(BODY)
-            assert type(caught.value) is ProviderError
-            fake.enqueue(StreamReply(events=[b"data: {broken\r\n\r\n"]))
-            with pytest.raises(ProviderError, match="malformed stream event"):
-                await provider.stream(STREAM_BODY)
-            fake.enqueue(StreamReply(events=[events_for()[0], b"data: {broken\r\n\r\n"]))
-            stream = await provider.stream(STREAM_BODY)
-            received: list[dict[str, Any]] = []
-            with pytest.raises(ProviderError, match="malformed"):
-                await drain(stream, received)
-            await stream.aclose()
-            assert [c["choices"][0]["delta"]["content"] for c in received] == ["Hello"]
-
-    run(test)
-
-
-def test_error_events_and_non_stream_answers_to_a_stream_request() -> None:
-    async def test() -> None:
-        async with upstream() as (fake, provider):
-            fake.enqueue(StreamReply(events=[error_body(503, "UNAVAILABLE", "overloaded")]))
-            with pytest.raises(UpstreamUnavailable, match="overloaded"):
-                await provider.stream(STREAM_BODY)
-            late = error_body(500, "INTERNAL", "internal error mid-way")
-            fake.enqueue(StreamReply(events=[*events_for()[:2], late]))
-            stream = await provider.stream(STREAM_BODY)
-            received: list[dict[str, Any]] = []
-            with pytest.raises(ProviderError, match="internal error mid-way"):
-                await drain(stream, received)
-            await stream.aclose()
-            assert len(received) == 2
-            fake.enqueue(Reply())
-            with pytest.raises(ProviderError, match="instead of an event stream"):
-                await provider.stream(STREAM_BODY)
-            fake.enqueue(StreamReply(events=[]))
-            with pytest.raises(ProviderError, match="without a single chunk"):
-                await provider.stream(STREAM_BODY)
-            fake.enqueue(Disconnect())
-            with pytest.raises(ProviderError):
-                await provider.stream(STREAM_BODY)
-
-    run(test)
-
-
-def test_stream_broken_off_or_ended_early() -> None:
-    async def test() -> None:
-        async with upstream() as (fake, provider):
-            fake.enqueue(StreamReply(break_after=3))
-            stream = await provider.stream(STREAM_BODY)
-            received: list[dict[str, Any]] = []
-            with pytest.raises(ProviderError) as caught:
-                await drain(stream, received)
-            await stream.aclose()
-            assert type(caught.value) is ProviderError
-            assert isinstance(caught.value.__cause__, aiohttp.ClientPayloadError)
-            assert (
-                "".join(c["choices"][0]["delta"]["content"] for c in received) == "Hello from the"
-            )
-            assert stream.usage is None
-            fake.enqueue(StreamReply(events=events_for()[:2]))  # a clean end, but no finishReason
-            stream = await provider.stream(STREAM_BODY)
-            received = []
-            with pytest.raises(ProviderError, match="before it finished"):
-                await drain(stream, received)
-            await stream.aclose()
-            assert len(received) == 2
-            await provider.complete(BODY)  # the pool recovers
-
-    run(test)
-
-
-def test_aclose_mid_stream_disconnects_the_upstream() -> None:
-    async def test() -> None:
-        async with upstream() as (fake, provider):
-            fake.enqueue(StreamReply(chunk_delay=0.05))
-            stream = await provider.stream(STREAM_BODY)
-            iterator = aiter(stream)
-            await anext(iterator)
-            await anext(iterator)
-            await stream.aclose()
-            await stream.aclose()
-            await fake.wait_for_disconnects(1)
-            with pytest.raises(StopAsyncIteration):
-                await anext(iterator)
-
-    run(test)
-
-
-def test_timeouts() -> None:
-    async def test() -> None:
-        async with upstream(timeout_seconds=0.2, stream_read_timeout_seconds=0.2) as (
-            fake,
-            provider,
-        ):
-            fake.enqueue(Reply(delay=1.0))
-            with pytest.raises(UpstreamTimeout):
-                await provider.complete(BODY)
-            fake.enqueue(StreamReply(delay=1.0))  # slow first byte: not even the headers
-            with pytest.raises(UpstreamTimeout):
-                await provider.stream(STREAM_BODY)
-            fake.enqueue(StreamReply(chunk_delay=1.0))  # headers, then no first event
-            with pytest.raises(UpstreamTimeout):
-                await provider.stream(STREAM_BODY)
-            fake.enqueue(StreamReply(stall_after=2))
-            stream = await provider.stream(STREAM_BODY)
-            received: list[dict[str, Any]] = []
-            with pytest.raises(UpstreamTimeout):  # mid-stream: from the iterator
-                await drain(stream, received)
-            await stream.aclose()
-            assert len(received) == 2
-            await fake.wait_for_disconnects(4)
-
-    run(test)
-
-
-def test_connection_refused_is_unavailable() -> None:
-    async def test() -> None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        provider = create("gem", Options(base_url=f"http://127.0.0.1:{port}/v1beta"))
-        try:
-            for call in (provider.complete, provider.stream):
-                with pytest.raises(UpstreamUnavailable) as caught:
-                    await call(BODY)
-                assert isinstance(caught.value.__cause__, aiohttp.ClientConnectorError)
-        finally:
-            await provider.close()
 
     run(test)

@@ -65,7 +65,7 @@ class Upstream:
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # a slow upstream: calls overlap
         finally:
             self.in_flight -= 1
         return web.Response(text="ok")
@@ -78,7 +78,7 @@ class Upstream:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         await response.write(b"data: first\n\n")
-        await asyncio.sleep(3600)
+        await asyncio.sleep(3600)  # a stream that stalls after its first event
         raise AssertionError("unreachable")
 
     @staticmethod

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import socket
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -12,7 +11,7 @@ import aiohttp
 import msgspec
 import pytest
 
-from providers.base import ChatProvider, ChatStream, Usage
+from providers.base import ChatProvider, Usage
 from providers.errors import (
     ProviderError,
     UpstreamRejectedRequest,
@@ -22,10 +21,7 @@ from providers.errors import (
 from providers.openai import Options, create
 from providers.registry import spec_for
 from tests.fakes import Disconnect, FakeOpenAI, Reply, StreamReply, default_chunks
-
-
-def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    asyncio.run(test())
+from tests.providers.adapter_checks import assert_refused_is_unavailable, drain, run
 
 
 @asynccontextmanager
@@ -190,11 +186,6 @@ def test_stream_framing_from_the_wire() -> None:
     run(test)
 
 
-async def drain(stream: ChatStream, into: list[dict[str, Any]]) -> None:
-    async for chunk in stream:
-        into.append(chunk)
-
-
 def test_stream_broken_off_raises_after_the_chunks_that_arrived() -> None:
     async def test() -> None:
         async with upstream() as (fake, provider):
@@ -309,20 +300,10 @@ def test_rejected_request_carries_the_upstream_message_verbatim() -> None:
 
 
 def test_connection_refused_is_unavailable() -> None:
-    async def test() -> None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        provider = create("openai", Options(base_url=f"http://127.0.0.1:{port}/v1"))
-        try:
-            for call in (provider.complete, provider.stream):
-                with pytest.raises(UpstreamUnavailable) as caught:
-                    await call(BODY)
-                assert isinstance(caught.value.__cause__, aiohttp.ClientConnectorError)
-        finally:
-            await provider.close()
+    def make(base_url: str) -> ChatProvider:
+        return create("openai", Options(base_url=base_url))
 
-    run(test)
+    run(lambda: assert_refused_is_unavailable(make, BODY))
 
 
 def test_timeouts() -> None:

@@ -35,15 +35,9 @@ from gateway.artifacts.signing import UrlSigner
 from gateway.auth.issuing import issue_key
 from gateway.config.loader import load_config
 from gateway.store import store_from_url
-from tests.e2e.gateway_process import GatewayProcess, start_gateway
-from tests.e2e.media_support import (
-    MEDIA_CONFIG,
-    png_bytes,
-    post_task,
-    root_of,
-    wait_for_task,
-    wallet_balance,
-)
+from tests.e2e.media_support import png_bytes, post_task, root_of, wait_for_task, wallet_balance
+from tests.support.gateway_process import GatewayProcess, client_for, start_gateway
+from tests.support.routing_files import MEDIA_CONFIG
 
 REDIS_DB = 9  # the one database this suite may flush
 SIGNING_SECRET = "security-tests-signing-secret-0123456789"
@@ -54,14 +48,6 @@ class Tenants:
     gateway: GatewayProcess
     alice: httpx.Client
     bob: httpx.Client
-
-
-def _client(gateway: GatewayProcess, key: str) -> httpx.Client:
-    return httpx.Client(
-        base_url=root_of(gateway.base_url),
-        headers={"Authorization": f"Bearer {key}"},
-        timeout=30,
-    )
 
 
 CONFIG = MEDIA_CONFIG.replace("starting_grant_credits = 1000", "starting_grant_credits = 100000")
@@ -101,7 +87,10 @@ def tenants(
         else:
             tenant_names = ["default", "other"]
             keys = asyncio.run(_provision(store_url, workdir / "gateway.toml", tenant_names))
-        with _client(gateway, keys["default"]) as alice, _client(gateway, keys["other"]) as bob:
+        with (
+            client_for(gateway, keys["default"]) as alice,
+            client_for(gateway, keys["other"]) as bob,
+        ):
             yield Tenants(gateway, alice, bob)
     finally:
         gateway.stop()

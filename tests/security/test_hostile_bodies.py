@@ -18,9 +18,11 @@ from urllib.parse import unquote
 import httpx
 import pytest
 
-from tests.e2e.gateway_process import GatewayProcess, start_gateway
-from tests.e2e.media_support import MEDIA_CONFIG, png_bytes, root_of, wait_for_task
+from tests.e2e.media_support import png_bytes, root_of, wait_for_task
 from tests.security.support import rss_mib
+from tests.support.gateway_process import GatewayProcess, start_gateway
+from tests.support.routing_files import MEDIA_CONFIG
+from tests.support.serial import SERIAL
 
 BOUNDARY = "hostileboundary"
 PNG = png_bytes(4, 4, (1, 2, 3))
@@ -183,6 +185,7 @@ def test_hostile_bodies_are_refused_clearly_and_quickly(client: httpx.Client) ->
     assert client.get("/v1/health").json()["status"] == "ok"
 
 
+@SERIAL
 def test_hundreds_of_hostile_bodies_do_not_grow_the_gateway(
     gateway: GatewayProcess, client: httpx.Client
 ) -> None:

@@ -10,7 +10,6 @@ in every failure they are scripted to give.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,10 +18,11 @@ import httpx
 import pytest
 
 from gateway.routing.secrets import MASK
-from tests.e2e.gateway_process import GatewayProcess, start_gateway
 from tests.e2e.media_support import root_of, wait_for_task
 from tests.fakes.openai_images_upstream import FakeOpenAIImages, ImageReply
 from tests.fakes.openai_upstream import FakeOpenAI, Reply, StreamReply, default_chunks
+from tests.support.gateway_process import GatewayProcess, start_gateway
+from tests.support.waiting import wait_until
 
 PROVIDER_KEY = "sk-canary-provider-7f3d91c2e5a84b06"
 HEADER_SECRET = "hdr-canary-secret-52c8e1a7"
@@ -74,6 +74,7 @@ text_to_image = ["up-image"]
 [tenants.default]
 [tenants.canary]
 """
+_CHAT_LINE = '"route":"/v1/chat/completions"'
 CHAT = {"model": "up-chat", "messages": [{"role": "user", "content": "hello"}]}
 
 
@@ -190,10 +191,14 @@ def _write_ups(setup: Setup) -> tuple[str, str]:
 def test_canary_secrets_never_leave_the_gateway(setup: Setup) -> None:
     seen = _workload(setup)
     # Also in the parts of the requests the client itself chose: the log line and metrics.
+    logged_chats = setup.gateway.logs().count(_CHAT_LINE)
     with setup.client() as client:
         client.post("/v1/chat/completions", json={**CHAT, "model": setup.tenant_key})
         client.post("/v1/chat/completions", json={**CHAT, "user": setup.tenant_key})
-    time.sleep(0.3)
+    wait_until(  # both calls logged (the log line is the last thing a request does)
+        lambda: setup.gateway.logs().count(_CHAT_LINE) >= logged_chats + 2,
+        what="the two calls in the log",
+    )
     logs, metrics = _write_ups(setup)
 
     # The canaries are live: the upstreams were sent both, and the workload did fail.

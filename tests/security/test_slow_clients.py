@@ -19,8 +19,11 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from tests.e2e.configs import SIMULATOR_CONFIG
-from tests.e2e.gateway_process import GatewayProcess, start_gateway
+from tests.support.gateway_process import GatewayProcess, start_gateway
+from tests.support.routing_files import SIMULATOR_CONFIG
+from tests.support.serial import SERIAL
+
+pytestmark = SERIAL
 
 HEAD_TIMEOUT = 4
 BODY_IDLE = 2

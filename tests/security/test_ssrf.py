@@ -25,9 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from tests.e2e.gateway_process import GatewayProcess, start_gateway
 from tests.e2e.media_support import (
-    MEDIA_CONFIG,
     assert_books_balance,
     png_bytes,
     root_of,
@@ -37,6 +35,8 @@ from tests.e2e.media_support import (
 )
 from tests.security.canary import Canaries
 from tests.security.sandbox import Sandbox, require_sandbox
+from tests.support.gateway_process import GatewayProcess, start_gateway
+from tests.support.routing_files import MEDIA_CONFIG
 
 PUBLIC = "127.0.0.2"
 CANARY_ADDRESSES = [

@@ -1,4 +1,5 @@
-"""The `store` fixture: every contract test runs once on SQLite and once on real Redis.
+"""The `store` fixture: every contract test runs on SQLite, on one real Redis and on a real local
+Redis Cluster (3 masters, 3 replicas: tests/support/redis_cluster.py).
 
 Tests are plain functions that drive coroutines through `run` (one event loop per test), so
 no async plugin is needed. Each Redis test gets a key prefix of its own, deleted afterwards:
@@ -19,6 +20,17 @@ from gateway.store.base import Store
 from gateway.store.redis import RedisStore
 from gateway.store.sqlite import SqliteStore
 from tests.store.support import Run
+from tests.support.redis_cluster import LocalCluster, redis_cluster
+
+__all__ = [
+    "cluster_stores",
+    "redis_cluster",
+    "redis_prefix",
+    "redis_stores",
+    "run",
+    "runner",
+    "store",
+]
 
 
 def _delete_prefix(url: str, prefix: str) -> None:
@@ -26,6 +38,14 @@ def _delete_prefix(url: str, prefix: str) -> None:
         keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
         if keys:
             client.unlink(*keys)
+
+
+def _delete_cluster_prefix(cluster: LocalCluster, prefix: str) -> None:
+    """Every key of `prefix` on every master (a cluster deletes one slot's keys at a time)."""
+    for node in cluster.masters():
+        with node.client() as client:
+            for key in list(client.scan_iter(match=f"{prefix}*", count=1000)):
+                client.unlink(key)
 
 
 @pytest.fixture
@@ -65,12 +85,33 @@ def redis_stores(
         runner.run(store.close())
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture
+def cluster_stores(
+    runner: asyncio.Runner, redis_cluster: LocalCluster
+) -> Iterator[Callable[[], RedisStore]]:
+    """`redis_stores` on the session's Redis Cluster: one prefix, deleted afterwards."""
+    prefix = f"test:{uuid.uuid4().hex}:"
+    opened: list[RedisStore] = []
+
+    def make() -> RedisStore:
+        store = RedisStore(redis_cluster.url, prefix=prefix)
+        runner.run(store.open())
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        runner.run(store.close())
+    _delete_cluster_prefix(redis_cluster, prefix)
+
+
+@pytest.fixture(params=["sqlite", "redis", "cluster"])
 def store(
     request: pytest.FixtureRequest, runner: asyncio.Runner, tmp_path: Path
 ) -> Iterator[Store]:
-    if request.param == "redis":
-        make: Callable[[], RedisStore] = request.getfixturevalue("redis_stores")
+    if request.param in ("redis", "cluster"):
+        stores = "redis_stores" if request.param == "redis" else "cluster_stores"
+        make: Callable[[], RedisStore] = request.getfixturevalue(stores)
         yield make()
         return
     sqlite_store = SqliteStore(tmp_path / "gateway.db")

@@ -34,13 +34,10 @@ import redis
 from hypothesis import HealthCheck, settings
 from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
-from redis.asyncio import Redis
 
 from gateway.store.base import LedgerEntry, LedgerKind, Store
 from gateway.store.redis import RedisStore
-from gateway.store.redis.pipeline import LuaScript
 from gateway.store.redis.scripts import script_source
-from gateway.store.redis.store import _HotScripts
 from gateway.store.sqlite import SqliteStore
 from tests.support.clock import Clock
 
@@ -82,50 +79,11 @@ def clocked_source(name: str, clock_key: str) -> str:
     return source.replace(_SERVER_TIME, f"local NOW = tonumber(redis.call('GET', '{clock_key}'))\n")
 
 
-_SCRIPT_NAMES = (
-    "admit",
-    "settle",
-    "release",
-    "grant",
-    "wallet",
-    "ledger",
-    "task_create",
-    "task_confirm",
-    "task_abandon",
-    "task_claim",
-    "task_touch",
-    "task_cancel",
-    "task_finalize",
-)
-
-
-class _ClockedScripts:
-    """`gateway.store.redis.scripts.Scripts`, of clocked sources."""
-
-    def __init__(self, client: Redis, clock_key: str) -> None:
-        for name in _SCRIPT_NAMES:
-            setattr(self, name, client.register_script(clocked_source(name, clock_key)))
-
-
-class _ClockedHot:
-    """The pipelined request-path scripts, clocked."""
-
-    def __init__(self, clock_key: str) -> None:
-        for name in _HotScripts.__slots__:
-            setattr(self, name, LuaScript.of(clocked_source(name, clock_key)))
-
-
 class ClockedRedisStore(RedisStore):
     """`RedisStore` whose scripts take the time from `clock_key` (see the module docstring)."""
 
     def __init__(self, url: str, *, prefix: str, clock_key: str) -> None:
-        super().__init__(url, prefix=prefix)
-        self._clock_key = clock_key
-        self._hot = _ClockedHot(clock_key)  # type: ignore[assignment]
-
-    async def open(self) -> None:
-        await super().open()
-        self._scripts = _ClockedScripts(self.client, self._clock_key)  # type: ignore[assignment]
+        super().__init__(url, prefix=prefix, source=lambda name: clocked_source(name, clock_key))
 
 
 @dataclass

@@ -28,7 +28,7 @@ def test_holds_leases_and_replies_expire(store: Store, run: Run) -> None:
         AdmissionOutcome.REPLAY
     )
 
-    time.sleep(1.2)
+    time.sleep(1.2)  # the behaviour under test: past the one-second lease and holds
 
     assert run(store.wallet("t1")).held_units == 0
     after = run(store.admit(admission("y1", hold=100)))

@@ -66,12 +66,12 @@ def test_short_lived_state_carries_a_ttl(redis_stores: Stores, run: Run) -> None
     def ttl(key: str) -> float:
         return float(run(_wait(store.client.pttl(key)))) / 1000
 
-    assert 0 < ttl(k.rate("k1")) <= 7.0  # one request / 60 tokens refill in 1 s / 6 s, + 1 s
+    assert 0 < ttl(k.rate("t1", "k1")) <= 7.0  # one request / 60 tokens refill in 1 s / 6 s, + 1 s
     assert 29 < ttl(k.holds("t1")) <= 31 and 29 < ttl(k.hold_expiry("t1")) <= 31
-    assert 899 < ttl(k.idempotency(claim().scope)) <= 900
+    assert 899 < ttl(k.idempotency("t1", claim().scope)) <= 900
 
     run(store.settle(settlement(adm, charge=5)))
-    assert 86_399 < ttl(k.done("c1")) <= 86_400
+    assert 86_399 < ttl(k.done("t1", "c1")) <= 86_400
     assert ttl(k.wallet("t1")) < 0 and ttl(k.ledger("t1")) < 0  # money never expires
 
 

@@ -24,6 +24,7 @@ from gateway.store.base import AdmissionOutcome
 from gateway.store.redis import RedisStore
 from gateway.store.redis.pipeline import LuaScript, ScriptPipeline
 from tests.store.support import Run, admission
+from tests.support.waiting import wait_until_async
 
 Use = Callable[[Callable[[ScriptPipeline, redis.asyncio.Redis], Coroutine[Any, Any, None]]], None]
 
@@ -65,12 +66,11 @@ async def _paused(admin: redis.asyncio.Redis) -> AsyncIterator[None]:
 
 
 async def _until_pending(pipe: ScriptPipeline, count: int) -> None:
-    for _ in range(200):
+    def pending() -> int:
         conn = pipe._conn
-        if conn is not None and len(conn.pending) >= count:
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError("calls never became pending")
+        return 0 if conn is None else len(conn.pending)
+
+    await wait_until_async(pending, lambda n: n >= count, seconds=5, what=f"{count} calls pending")
 
 
 def test_concurrent_calls_get_their_own_replies(use: Use) -> None:

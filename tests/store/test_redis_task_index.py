@@ -12,6 +12,7 @@ from gateway.store.redis import RedisStore
 from gateway.store.redis.keys import RedisKeys
 from tests.store.listing_support import CAPABILITIES, STATUSES, all_pages, make_task
 from tests.store.support import Run
+from tests.support.waiting import wait_until
 
 Stores = Callable[[], RedisStore]
 _T = TypeVar("_T")
@@ -50,9 +51,11 @@ def _mixed(store: RedisStore, run: Run, tenant: str = "t1") -> list[str]:
         run(make_task(store, task_id, tenant=tenant, capability=CAPABILITIES[i % 3]))
     for worker in range(5):
         run(store.claim_task(f"w{worker}", lease_seconds=60))
-    run(store.finalize_task(TaskFinal(task_id="task_00", status="succeeded")))
-    run(store.finalize_task(TaskFinal(task_id="task_01", status="failed")))
-    run(store.finalize_task(TaskFinal(task_id="task_07", status="failed")))  # still queued
+    run(store.finalize_task(TaskFinal(tenant=tenant, task_id="task_00", status="succeeded")))
+    run(store.finalize_task(TaskFinal(tenant=tenant, task_id="task_01", status="failed")))
+    run(
+        store.finalize_task(TaskFinal(tenant=tenant, task_id="task_07", status="failed"))
+    )  # still queued
     run(store.request_cancel(tenant, "task_09"))
     run(store.request_cancel(tenant, "task_02"))  # running: only asked
     return ids
@@ -77,16 +80,18 @@ def test_an_ended_task_expires_after_the_retention(redis_stores: Stores, run: Ru
     run(make_task(store, "task_a"))
     run(make_task(store, "task_b"))
     store.set_task_retention(3 * 86_400)
-    run(store.finalize_task(TaskFinal(task_id="task_a", status="succeeded")))
+    run(store.finalize_task(TaskFinal(tenant="t1", task_id="task_a", status="succeeded")))
     client, keys = store.client, store.keys
-    ttl = run(_wait(client.pttl(keys.task("task_a"))))
+    ttl = run(_wait(client.pttl(keys.task("t1", "task_a"))))
     assert 3 * 86_400_000 - 60_000 < ttl <= 3 * 86_400_000
-    assert run(_wait(client.pttl(keys.task("task_b")))) == -1  # queued: no TTL
-    [(member, at)] = run(_wait(client.zrange(keys.task_expiry(), 0, -1, withscores=True)))
+    assert run(_wait(client.pttl(keys.task("t1", "task_b")))) == -1  # queued: no TTL
+    [(member, at)] = run(_wait(client.zrange(keys.task_expiry("t1"), 0, -1, withscores=True)))
     assert abs(at - (time.time() + 3 * 86_400)) < 60
     assert b"task_a" in member
-    run(store.finalize_task(TaskFinal(task_id="task_a", status="failed")))  # ended: no change
-    assert run(_wait(client.zcard(keys.task_expiry()))) == 1
+    run(
+        store.finalize_task(TaskFinal(tenant="t1", task_id="task_a", status="failed"))
+    )  # ended: no change
+    assert run(_wait(client.zcard(keys.task_expiry("t1")))) == 1
 
 
 def test_a_listing_passes_over_expired_hashes_without_a_gap(redis_stores: Stores, run: Run) -> None:
@@ -94,10 +99,12 @@ def test_a_listing_passes_over_expired_hashes_without_a_gap(redis_stores: Stores
     ids = [f"task_{i}" for i in range(10)]
     for task_id in ids:
         run(make_task(store, task_id, capability="text_to_music"))
-        run(store.finalize_task(TaskFinal(task_id=task_id, status="succeeded")))
+        run(store.finalize_task(TaskFinal(tenant="t1", task_id=task_id, status="succeeded")))
     client, keys = store.client, store.keys
     gone = ["task_9", "task_8", "task_6", "task_5", "task_3"]
-    run(_wait(client.delete(*(keys.task(i) for i in gone))))  # as their TTL would, before a sweep
+    run(
+        _wait(client.delete(*(keys.task("t1", i) for i in gone)))
+    )  # as their TTL would, before a sweep
 
     by_status = dict(status="succeeded")
     assert run(all_pages(store, "t1", limit=2, **by_status)) == [
@@ -122,11 +129,10 @@ def test_the_sweep_removes_every_entry_of_an_expired_task(redis_stores: Stores, 
     ids = _mixed(store, run)
     store.set_task_retention(0.3)
     for task_id in ("task_10", "task_11"):
-        run(store.finalize_task(TaskFinal(task_id=task_id, status="succeeded")))
-    deadline = time.monotonic() + 10
-    while run(store.sweep_tasks()) < 2:  # their expiry time has come
-        assert time.monotonic() < deadline, "the sweep never found the expired tasks"
-        time.sleep(0.05)
+        run(store.finalize_task(TaskFinal(tenant="t1", task_id=task_id, status="succeeded")))
+    wait_until(  # their expiry time has come
+        lambda: run(store.sweep_tasks()), lambda swept: swept >= 2, what="the expired tasks swept"
+    )
     tasks = _records(store, run, ids)
     assert sorted(t.task_id for t in tasks) == sorted(set(ids) - {"task_10", "task_11"})
     assert _indexes(store, run) == _expected_indexes(store.keys, tasks)
@@ -140,7 +146,7 @@ def _as_before_the_indexes(store: RedisStore, run: Run) -> None:
     client, keys = store.client, store.keys
     for key in _indexes(store, run):
         run(_wait(client.delete(key)))
-    run(_wait(client.delete(keys.task_expiry(), keys.task_index_version())))
+    run(_wait(client.delete(keys.task_expiry("t1"), keys.task_index_version())))
     for key in run(_scan(client, keys.task_pattern())):
         run(_wait(client.persist(key)))
 
@@ -153,16 +159,16 @@ def test_the_backfill_indexes_older_tasks_once(redis_stores: Stores, run: Run) -
     _as_before_the_indexes(store, run)
     # Ended 40 days ago (kept 30): the backfill lets it go at once.
     client, keys = store.client, store.keys
-    run(_wait(client.hset(keys.task("task_00"), "completed_at", time.time() - 40 * 86_400)))
+    run(_wait(client.hset(keys.task("t1", "task_00"), "completed_at", time.time() - 40 * 86_400)))
     assert run(store.list_tasks("t1", limit=10, status="queued")).tasks == []  # not indexed
 
     assert run(store.backfill_task_indexes()) == len(ids)
     assert _indexes(store, run) == expected
     assert run(_wait(client.get(keys.task_index_version()))) == b"1"
     assert run(store.get_task("t1", "task_00")) is None  # its retention had run out
-    ttl = run(_wait(client.pttl(keys.task("task_01"))))  # ended just now: 30 days from then
+    ttl = run(_wait(client.pttl(keys.task("t1", "task_01"))))  # ended just now: 30 days from then
     assert 30 * 86_400_000 - 60_000 < ttl <= 30 * 86_400_000
-    assert run(_wait(client.pttl(keys.task("task_03")))) == -1  # running: kept
+    assert run(_wait(client.pttl(keys.task("t1", "task_03")))) == -1  # running: kept
     assert run(store.sweep_tasks()) == 1
     tasks = [t for t in tasks if t.task_id != "task_00"]
     assert _indexes(store, run) == _expected_indexes(keys, tasks)
@@ -207,7 +213,7 @@ def test_an_unindexed_task_enters_every_index_at_its_next_change(
         run(make_task(store, task_id, capability="text_to_music"))
     _as_before_the_indexes(store, run)  # as a replica of the previous version wrote them
     run(store.claim_task("w1", lease_seconds=60))  # task_a runs, under this version
-    run(store.finalize_task(TaskFinal(task_id="task_a", status="succeeded")))
+    run(store.finalize_task(TaskFinal(tenant="t1", task_id="task_a", status="succeeded")))
     [task_a] = _records(store, run, ["task_a"])
     assert _indexes(store, run) == _expected_indexes(store.keys, [task_a])
     page = run(store.list_tasks("t1", limit=5, capability="text_to_music"))

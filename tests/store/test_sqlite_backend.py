@@ -22,6 +22,7 @@ from gateway.store.sqlite import SqliteStore
 from gateway.store.sqlite.checkpoint import WalLimits
 from gateway.store.sqlite.schema import SCHEMA_VERSION
 from tests.store.support import Run, admission, claim, release, settlement
+from tests.support.serial import exclusive
 
 ADMITTED = AdmissionOutcome.ADMITTED
 REPLY = StoredReply(status=200, content_type="application/json", body=b'{"id":"x"}')
@@ -149,6 +150,7 @@ def test_expired_memory_entries_are_swept(tmp_path: Path, run: Run) -> None:
         run(store.close())
 
 
+@exclusive  # a writer racing the checkpointer's thread: steady on a machine not loaded
 def test_the_wal_is_rewound_under_continuous_writes(tmp_path: Path, run: Run) -> None:
     """PASSIVE checkpoints never catch up while writes keep coming: RESTART rewinds the WAL,
     and journal_size_limit trims a file that grew past the limit."""

@@ -69,7 +69,7 @@ def test_a_schema_4_file_gains_the_listing_indexes_and_completed_at(
     try:
         for task_id in ("task_0", "task_1", "task_2"):
             run(make_task(store, task_id, capability="text_to_music"))
-        run(store.finalize_task(TaskFinal(task_id="task_1", status="succeeded")))
+        run(store.finalize_task(TaskFinal(tenant="t1", task_id="task_1", status="succeeded")))
     finally:
         run(store.close())
     old = sqlite3.connect(path, isolation_level=None)  # back to what schema 4 made

@@ -26,15 +26,12 @@ Short form (CI) and full form as in test_stateful_wallet.py (`GATEWAY_STATEFUL_S
 from __future__ import annotations
 
 import asyncio
-import math
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule
 
-from gateway.store import buckets
 from gateway.store.base import (
     Admission,
     AdmissionOutcome,
@@ -45,7 +42,6 @@ from gateway.store.base import (
     TaskAbandon,
     TaskConfirm,
     TaskCreate,
-    TaskCreateOutcome,
     TaskFinal,
     TaskProgress,
     TaskRecord,
@@ -56,149 +52,26 @@ from tests.store.stateful_support import (
     CLAIM_LEASE_SECONDS,
     Backends,
     Hold,
-    StatefulMachine,
-    WalletModel,
     check_wallets,
     run_machine,
 )
-
-TENANTS = ("t1", "t2")
-RPM = {"k-open": 0, "k-tight": 4}
-WORKERS = ("w1", "w2", "w3")
-MAX_ATTEMPTS = 2
-SCOPES = ("s0", "s1")
-FINGERPRINTS = ("fa", "fb")
-PICK = st.integers(min_value=0, max_value=255)
-
-C = TaskCreateOutcome
-HOLD_SECONDS = 900
-"""An unconfirmed task's hold (`TaskCreate.hold_seconds`)."""
-
-
-@dataclass
-class TaskModel:
-    task_id: str
-    tenant: str
-    price: int
-    status: str = "queued"
-    attempts: int = 0
-    worker: str | None = None
-    lease_until: float | None = None
-    started: bool = False
-    cancel_requested: bool = False
-    refunded: int = 0
-    percent: float = 0.0
-    stage: str = "queued"
-    error_code: str | None = None
-    unconfirmed: bool = True
-    confirmed_as: int = 0
-    """Its place in the order of confirmations (Redis queues tasks in that order)."""
-
-    @property
-    def terminal(self) -> bool:
-        return self.status in ("succeeded", "failed", "canceled")
+from tests.store.task_model import (
+    FINGERPRINTS,
+    HOLD_SECONDS,
+    MAX_ATTEMPTS,
+    PICK,
+    RPM,
+    SCOPES,
+    TENANTS,
+    WORKERS,
+    C,
+    TaskModel,
+    TaskModelMachine,
+    ids,
+)
 
 
-@dataclass
-class Record:
-    fingerprint: str
-    task_id: str
-    expires_at: float
-
-
-class TaskMachine(StatefulMachine):
-    def __init__(self) -> None:
-        super().__init__()
-        self.model = WalletModel(TENANTS)
-        self.tasks: dict[str, TaskModel] = {}
-        """In creation order (the queue's order)."""
-        self.records: dict[str, Record] = {}
-        self.levels: dict[str, tuple[float, float]] = {}
-        self.chats: list[Call] = []
-        """Chat calls holding credits."""
-        self.fenced: dict[str, float] = {}
-        """Abandoned task ids -> until when a create of them is ABANDONED."""
-        self.late_debits: set[str] = set()
-        """Debits confirmed after their hold expired (they may take a balance below zero)."""
-        self.confirmations = 0
-
-    # The model's reading of the state ------------------------------------------------------
-
-    def requests_level(self, key: str) -> float:
-        if RPM[key] == 0:
-            return math.inf
-        level, at = self.levels.get(key, (None, None))
-        return buckets.refill(level, at, RPM[key], self.b.now)
-
-    def take_request(self, key: str, level: float) -> None:
-        if RPM[key] > 0:
-            self.levels[key] = (level - 1, self.b.now)
-
-    def record(self, scope: str) -> Record | None:
-        rec = self.records.get(scope)
-        if rec is not None and self.b.ttl_by_clock and rec.expires_at <= self.b.now:
-            del self.records[scope]
-            return None
-        return rec
-
-    def in_state(self, *states: str) -> list[TaskModel]:
-        return [t for t in self.tasks.values() if t.status in states]
-
-    def queued(self) -> list[TaskModel]:
-        """Confirmed queued tasks, the ones a worker may claim, in the order they are claimed:
-        of creation on SQLite, of confirmation on Redis (a task enters its stream then)."""
-        queued = [t for t in self.in_state("queued") if not t.unconfirmed]
-        if self.b.kind == "redis":
-            queued.sort(key=lambda t: t.confirmed_as)
-        return queued
-
-    def is_fenced(self, task_id: str) -> bool:
-        return self.fenced.get(task_id, -math.inf) > self.b.now
-
-    def finish(self, task: TaskModel, status: str, refund: int) -> None:
-        task.status, task.refunded, task.stage = status, refund, status
-        if status == "succeeded":
-            task.percent = 100.0
-        if refund > 0:
-            assert self.model.append(task.tenant, f"refund:{task.task_id}", "refund", refund)
-
-    def check_task(self, seen: TaskRecord | None, task: TaskModel) -> None:
-        assert seen is not None, task
-        got = (
-            seen.status,
-            seen.attempts,
-            seen.worker_id,
-            seen.lease_until,
-            seen.started_at is not None,
-            seen.cancel_requested_at is not None,
-            seen.refunded_units,
-            seen.progress.percent,
-            seen.progress.stage,
-            seen.price_units,
-            None if seen.error is None else seen.error.get("code"),
-            seen.tenant,
-        )
-        want = (
-            task.status,
-            task.attempts,
-            task.worker,
-            task.lease_until,
-            task.started,
-            task.cancel_requested,
-            task.refunded,
-            task.percent,
-            task.stage,
-            task.price,
-            task.error_code,
-            task.tenant,
-        )
-        assert got == want, (task.task_id, got, want)
-        assert seen.task_id == task.task_id
-        if task.terminal:
-            assert seen.completed_at is not None
-
-    # Rules ---------------------------------------------------------------------------------
-
+class TaskMachine(TaskModelMachine):
     @rule(
         tenant=st.sampled_from(TENANTS),
         slot=st.integers(min_value=0, max_value=2),
@@ -275,10 +148,14 @@ class TaskMachine(StatefulMachine):
         task_id = self.fresh("task")
         if retry is not None and owned:
             task_id = owned[retry % len(owned)].task_id
-        if retry is not None and retry % 8 == 7 and others:
-            task_id = others[retry % len(others)].task_id  # another tenant's id: refused
-        if retry is not None and retry % 8 == 6 and self.fenced:
-            task_id = sorted(self.fenced)[retry % len(self.fenced)]  # an abandoned create
+        if retry is not None and retry % 8 == 7 and others and self.b.kind == "sqlite":
+            # Another tenant's id: refused on SQLite (one table of ids); on Redis a task lives
+            # in its tenant's keys, so the ids of two tenants never meet (test_redis_layout).
+            task_id = others[retry % len(others)].task_id
+        sqlite = self.b.kind == "sqlite"
+        fenced = [i for i in sorted(self.fenced) if sqlite or self.fenced_for.get(i) == tenant]
+        if retry is not None and retry % 8 == 6 and fenced:
+            task_id = fenced[retry % len(fenced)]  # an abandoned create
         claim = None
         if idem is not None:
             scope = f"{tenant}:POST:/v1/images/generations:{idem[0]}"
@@ -286,7 +163,7 @@ class TaskMachine(StatefulMachine):
         create = TaskCreate(
             task_id=task_id,
             tenant=tenant,
-            api_key_id=key,
+            api_key_id=f"{key}@{tenant}",  # a key is one tenant's
             request_id=f"req-{task_id}",
             limits=RateLimits(requests_per_minute=RPM[key]),
             capability="image",
@@ -318,44 +195,6 @@ class TaskMachine(StatefulMachine):
             self.check_task(result.task, self.tasks[task_id])
         else:
             assert result.task is None
-
-    def expect_create(
-        self, c: TaskCreate, available: int
-    ) -> tuple[TaskCreateOutcome | None, TaskModel | None]:
-        """Apply `c` to the model (docs/store.md, `create_task`): the outcome (None: refused,
-        the id is another tenant's task) and the task a replay finds."""
-        key, claim = c.api_key_id, c.idempotency
-        if self.is_fenced(c.task_id):
-            return C.ABANDONED, None
-        level = self.requests_level(key)
-        if level < 1:
-            return C.RATE_LIMITED, None
-        if claim is not None and (rec := self.record(claim.scope)) is not None:
-            self.take_request(key, level)
-            if rec.fingerprint != claim.fingerprint:
-                return C.KEY_REUSED, None
-            if self.tasks[rec.task_id].unconfirmed:
-                return C.IN_PROGRESS, None
-            return C.REPLAY, self.tasks[rec.task_id]
-        if c.task_id in self.tasks:
-            task = self.tasks[c.task_id]
-            if task.tenant != c.tenant:
-                return None, None
-            self.take_request(key, level)
-            if task.unconfirmed:
-                return C.CREATED, None
-            return C.REPLAY, task
-        self.take_request(key, level)
-        if c.price_units > 0 and c.price_units > available:
-            return C.INSUFFICIENT_CREDITS, None
-        if c.price_units > 0:
-            self.model.holds[c.task_id] = Hold(c.tenant, c.price_units, self.b.now + HOLD_SECONDS)
-        self.tasks[c.task_id] = TaskModel(c.task_id, c.tenant, c.price_units)
-        if claim is not None:
-            self.records[claim.scope] = Record(
-                claim.fingerprint, c.task_id, self.b.now + c.reply_ttl_seconds
-            )
-        return C.CREATED, None
 
     @rule(pick=PICK, stranger=st.booleans(), gone=st.booleans())
     def confirm(self, pick: int, stranger: bool, gone: bool) -> None:
@@ -414,6 +253,7 @@ class TaskMachine(StatefulMachine):
             )
         )
         self.fenced[task_id] = self.b.now + self.b.fence_seconds
+        self.fenced_for[task_id] = tenant
         task_model = self.tasks.get(task_id)
         if task_model is not None and task_model.unconfirmed:
             self.saw("abandon removed")
@@ -432,8 +272,8 @@ class TaskMachine(StatefulMachine):
 
     def claim_as(self, worker: str) -> TaskRecord | None:
         """A claim: a task whose lease ran out comes first (any of them: the backends pick in
-        different orders), then the oldest queued one; a task out of attempts met on the way
-        is failed with a full refund."""
+        different orders), then the oldest queued one (on Redis the oldest of a queue shard);
+        a task out of attempts met on the way is failed with a full refund."""
         now = self.b.now
         running = self.in_state("running")
         lapsed = [t for t in running if t.lease_until is not None and t.lease_until <= now]
@@ -448,8 +288,11 @@ class TaskMachine(StatefulMachine):
         )
         if retryable:
             assert got is not None and got.task_id in {t.task_id for t in retryable}, got
-        elif queued:
+        elif queued and self.b.kind == "sqlite":
             assert got is not None and got.task_id == queued[0].task_id, (got, queued[0])
+        elif queued:  # Redis: the oldest of its shard, the shards in turn (a tenant is in one)
+            assert got is not None, queued
+            assert got.task_id == next(t for t in queued if t.tenant == got.tenant).task_id
         else:
             assert got is None, got
         # Tasks out of attempts that the claim met before the one it took are failed now: all
@@ -459,7 +302,7 @@ class TaskMachine(StatefulMachine):
                 continue
             seen = self.run(self.store.get_task(task.tenant, task.task_id))
             assert seen is not None
-            if seen.status == "failed" or got is None or got.task_id not in _ids(retryable):
+            if seen.status == "failed" or got is None or got.task_id not in ids(retryable):
                 self.saw("claim failed worker_lost")
                 self.finish(task, "failed", task.price)
                 task.error_code = WORKER_LOST
@@ -497,7 +340,9 @@ class TaskMachine(StatefulMachine):
             task.percent, task.stage = percent, "rendering"
         progress = TaskProgress(percent=percent, stage="rendering", message="")
         seen = self.run(
-            self.store.touch_task(task.task_id, worker, lease_seconds=lease, progress=progress)
+            self.store.touch_task(
+                task.tenant, task.task_id, worker, lease_seconds=lease, progress=progress
+            )
         )
         self.check_task(seen, task)
 
@@ -544,6 +389,7 @@ class TaskMachine(StatefulMachine):
         elif how == "too_much":
             refund = task.price + 1
         final = TaskFinal(
+            tenant=task.tenant,
             task_id=task.task_id,
             status=status,
             output={"images": [task.task_id]} if status == "succeeded" else {},
@@ -608,10 +454,6 @@ class TaskMachine(StatefulMachine):
             self.state_matches()
         finally:
             super().teardown()
-
-
-def _ids(tasks: list[TaskModel]) -> set[str]:
-    return {t.task_id for t in tasks}
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "redis"])

@@ -64,6 +64,13 @@ LIMITS = {
 """Each API key's limits: none, or tight ones (4 requests, refilled one per 15 s; 1,200 tokens,
 20 per second) that calls run out of."""
 SCOPES = ("s0", "s1", "s2")
+
+
+def _limits(api_key_id: str) -> RateLimits:
+    """The limits of a call's key, named `<key>@<tenant>` (an API key is one tenant's)."""
+    return LIMITS[api_key_id.partition("@")[0]]
+
+
 FINGERPRINTS = ("fa", "fb")
 PICK = st.integers(min_value=0, max_value=255)
 """Which of the existing things a step picks (modulo how many there are; shrinks to the first)."""
@@ -117,7 +124,7 @@ class WalletMachine(StatefulMachine):
 
     def bucket_levels(self, key: str) -> tuple[float, float]:
         """Both buckets of `key` refilled to now (a bucket that is off reads 0)."""
-        limits, now = LIMITS[key], self.b.now
+        limits, now = _limits(key), self.b.now
         r, t, at = self.levels.get(key, (None, None, None))
         return (
             buckets.refill(r, at, limits.requests_per_minute, now),
@@ -125,7 +132,7 @@ class WalletMachine(StatefulMachine):
         )
 
     def save(self, key: str, r: float, t: float) -> None:
-        if LIMITS[key].requests_per_minute > 0 or LIMITS[key].tokens_per_minute > 0:
+        if _limits(key).requests_per_minute > 0 or _limits(key).tokens_per_minute > 0:
             self.levels[key] = (r, t, self.b.now)
 
     def reconcile(self, state: CallState, delta: int) -> None:
@@ -161,7 +168,7 @@ class WalletMachine(StatefulMachine):
             claim = IdempotencyClaim(scope=scope, fingerprint=idem[1], lease_seconds=lease)
         return Call(
             tenant=tenant,
-            api_key_id=key,
+            api_key_id=f"{key}@{tenant}",  # a key is one tenant's
             call_id=call_id,
             request_id=f"req-{call_id}",
             limits=LIMITS[key],
@@ -266,7 +273,7 @@ class WalletMachine(StatefulMachine):
         assert result.reply == reply
         assert result.available_units == available
         if key == "k-tight":
-            r, t = self.bucket_levels(key)
+            r, t = self.bucket_levels(adm.call.api_key_id)
             remaining = (result.rate.remaining_requests, result.rate.remaining_tokens)
             assert remaining == (max(0, math.floor(r)), max(0, math.floor(t))), result.rate
 

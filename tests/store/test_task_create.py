@@ -185,7 +185,11 @@ def test_an_unconfirmed_task_cannot_be_finalized(store: Store, run: Run) -> None
     run(store.grant("t1", 1000, entry_id="g1", reason="top-up"))
     run(store.create_task(create("task_a", price=300)))
     with pytest.raises(ValueError, match="never confirmed"):
-        run(store.finalize_task(TaskFinal(task_id="task_a", status="failed", refund_units=300)))
+        run(
+            store.finalize_task(
+                TaskFinal(tenant="t1", task_id="task_a", status="failed", refund_units=300)
+            )
+        )
     assert _ledger_ids(store, run) == ["g1"]
 
 

@@ -9,8 +9,6 @@ time on both stores (polled with a deadline, never slept past).
 from __future__ import annotations
 
 import itertools
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,6 +16,7 @@ import pytest
 from gateway.store.base import Store, TaskFinal, TaskRecord
 from tests.store.listing_support import CAPABILITIES, STATUSES, all_pages, make_task
 from tests.store.support import Run
+from tests.support.waiting import wait_until
 
 _FILTERS = [
     {k: v for k, v in (("status", s), ("capability", c)) if v is not None}
@@ -52,7 +51,7 @@ def _mixed(store: Store, run: Run) -> list[str]:
     for task_id, status in [("task_00", "succeeded"), ("task_03", "succeeded"),
                             ("task_06", "succeeded"), ("task_01", "failed"),
                             ("task_04", "failed"), ("task_12", "failed")]:  # fmt: skip
-        run(store.finalize_task(TaskFinal(task_id=task_id, status=status)))
+        run(store.finalize_task(TaskFinal(tenant="t1", task_id=task_id, status=status)))
     for task_id in ("task_02", "task_15", "task_20"):  # running: only asked; queued: canceled
         run(store.request_cancel("t1", task_id))
     return ids
@@ -116,14 +115,6 @@ def test_tasks_changing_status_between_pages(store: Store, run: Run) -> None:
     assert [t.task_id for t in newest.tasks] == ["task_8"]
 
 
-def _until(check: Callable[[], bool], what: str, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {seconds} s: {what}")
-        time.sleep(0.05)
-
-
 def test_ended_tasks_leave_after_their_retention_and_no_page_has_a_gap(
     store: Store, run: Run
 ) -> None:
@@ -134,7 +125,7 @@ def test_ended_tasks_leave_after_their_retention_and_no_page_has_a_gap(
     store.set_task_retention(0.4)
     ended = ["task_00", "task_02", "task_03", "task_05", "task_08", "task_09", "task_10"]
     for task_id in ended:
-        run(store.finalize_task(TaskFinal(task_id=task_id, status="succeeded")))
+        run(store.finalize_task(TaskFinal(tenant="t1", task_id=task_id, status="succeeded")))
     for worker in range(2):  # the two oldest still queued start running (and stay)
         assert run(store.claim_task(f"w{worker}", lease_seconds=60)) is not None
 
@@ -142,7 +133,7 @@ def test_ended_tasks_leave_after_their_retention_and_no_page_has_a_gap(
         run(store.sweep_tasks(limit=2))  # bounded rounds, as the gateway's sweep runs them
         return all(run(store.get_task("t1", task_id)) is None for task_id in ended)
 
-    _until(swept, "the ended tasks are removed")
+    wait_until(swept, what="the ended tasks are removed")
     kept = _now(store, run, ids)
     assert sorted(t.task_id for t in kept) == sorted(set(ids) - set(ended))
     assert {t.status for t in kept} == {"queued", "running"}  # never removed, however old
@@ -152,7 +143,7 @@ def test_ended_tasks_leave_after_their_retention_and_no_page_has_a_gap(
         assert run(all_pages(store, "t1", limit=limit, **filters)) == _expected(
             kept, limit, **filters
         ), (filters, limit)
-    _until(lambda: run(store.sweep_tasks(limit=2)) == 0, "nothing left to sweep")
+    wait_until(lambda: run(store.sweep_tasks(limit=2)) == 0, what="nothing left to sweep")
     assert run(all_pages(store, "t1", limit=3)) == _expected(kept, 3)
 
 
@@ -162,7 +153,7 @@ def test_a_sweep_is_bounded_and_keeps_what_did_not_end(store: Store, run: Run) -
     store.set_task_retention(0.2)
     for i in range(5):
         run(make_task(store, f"task_{i}"))
-        run(store.finalize_task(TaskFinal(task_id=f"task_{i}", status="failed")))
+        run(store.finalize_task(TaskFinal(tenant="t1", task_id=f"task_{i}", status="failed")))
     run(make_task(store, "queued_0"))
     counts: list[int] = []
 
@@ -170,7 +161,7 @@ def test_a_sweep_is_bounded_and_keeps_what_did_not_end(store: Store, run: Run) -
         counts.append(run(store.sweep_tasks(limit=2)))
         return sum(counts) == 5
 
-    _until(all_swept, "five ended tasks swept")
+    wait_until(all_swept, what="five ended tasks swept")
     assert max(counts) == 2  # never more than the limit at once
     assert run(store.get_task("t1", "queued_0")) is not None
     page = run(store.list_tasks("t1", limit=10))

@@ -48,7 +48,7 @@ def _tenant(store: Store, run: Run, *, bulk: int) -> None:
     run(make_tasks(store, ((f"bulk_{i:05d}", "text_to_image") for i in range(bulk)), at_once=200))
     for task_id in ("bulk_09000", "bulk_06000", "bulk_03000"):
         if int(task_id[5:]) < bulk:
-            run(store.finalize_task(TaskFinal(task_id=task_id, status="succeeded")))
+            run(store.finalize_task(TaskFinal(tenant="t1", task_id=task_id, status="succeeded")))
     for task_id in ("bulk_05000", "bulk_00004"):
         if int(task_id[5:]) < bulk:
             run(store.request_cancel("t1", task_id))

@@ -243,7 +243,7 @@ class FaultProxy:
                     return
                 fault = self.fault
                 if fault.kind == "latency":
-                    await asyncio.sleep(fault.delay)
+                    await asyncio.sleep(fault.delay)  # the injected latency
                 elif fault.kind == "stall" and not fault.after:
                     if not response:
                         continue  # swallowed: read on only to notice the client leave

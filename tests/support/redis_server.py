@@ -8,21 +8,18 @@ the production settings in docs/store.md.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
-import time
+from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["RedisServer", "answers_ping", "free_port"]
+from tests.support.ports import free_port
+from tests.support.waiting import answers_or_exits
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+__all__ = ["RedisServer", "answers_ping"]
 
 
 def answers_ping(port: int) -> bool:
@@ -54,13 +51,22 @@ class RedisServer:
         else:
             args += ["--appendonly", "no"]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and self.process.poll() is None:
-            if answers_ping(self.port):
-                return
-            time.sleep(0.02)
+        if answers_or_exits(self.process, lambda: answers_ping(self.port), 10.0):
+            return
         self.stop()
         raise RuntimeError(f"redis-server did not answer on port {self.port}")
+
+    @classmethod
+    @contextlib.contextmanager
+    def running(cls, binary: str, workdir: Path, *, durable: bool = False) -> Iterator[RedisServer]:
+        """A server started in `workdir` (made here), stopped when the block ends."""
+        server = cls(binary, workdir, durable=durable)
+        workdir.mkdir(parents=True)
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop()
 
     def pause(self) -> None:
         """SIGSTOP: connections stay open, nothing is answered (a stalled store)."""

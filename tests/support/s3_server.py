@@ -15,7 +15,6 @@ import importlib.util
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,7 +23,8 @@ from xml.etree import ElementTree
 
 import pytest
 
-from tests.support.redis_server import free_port
+from tests.support.ports import free_port
+from tests.support.waiting import answers_or_exits
 
 __all__ = ["ACCESS_KEY", "REGION", "SECRET_KEY", "S3Server", "s3_server_or_skip"]
 
@@ -60,11 +60,8 @@ class S3Server:
             self.process = subprocess.Popen(
                 args, cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT
             )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.process.poll() is None:
-            if self._answers():
-                return
-            time.sleep(0.05)
+        if answers_or_exits(self.process, self._answers, timeout):
+            return
         self.stop()
         raise RuntimeError(f"moto did not answer on port {self.port} within {timeout:g} s")
 

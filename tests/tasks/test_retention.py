@@ -32,7 +32,7 @@ def runner() -> Iterator[asyncio.Runner]:
 async def _ended(store: Store, count: int) -> None:
     await make_tasks(store, ((f"task_{i}", "text_to_image") for i in range(count)))
     for i in range(count):
-        await store.finalize_task(TaskFinal(task_id=f"task_{i}", status="succeeded"))
+        await store.finalize_task(TaskFinal(tenant="t1", task_id=f"task_{i}", status="succeeded"))
 
 
 def test_the_routing_files_retention_decides_when_ended_tasks_go(

@@ -4,25 +4,20 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
+from tests.support.ports import free_port
+from tests.support.waiting import wait_until
+
 ROOT = Path(__file__).resolve().parents[2]
 
-__all__ = ["GatewayProcess", "free_port", "start_gateway"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+__all__ = ["ROOT", "GatewayProcess", "client_for", "start_gateway"]
 
 
 @dataclass
@@ -113,20 +108,30 @@ def start_gateway(
     gateway = GatewayProcess(
         base_url=f"http://127.0.0.1:{port}/v1", env=env, process=process, log_path=log_path
     )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"gateway exited early:\n{gateway.logs()}")
-        try:
-            if httpx.get(f"{gateway.base_url}/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    else:
+    try:
+        wait_until(lambda: _healthy(gateway), timeout=30, what="the gateway to answer /health")
+    except AssertionError:
         gateway.stop()
-        raise AssertionError(f"gateway did not become healthy:\n{gateway.logs()}")
+        raise AssertionError(f"gateway did not become healthy:\n{gateway.logs()}") from None
     match = re.search(r"API key \(tenant default\): (\S+)", gateway.logs())
     if match:
         gateway.api_key = match.group(1)
     return gateway
+
+
+def _healthy(gateway: GatewayProcess) -> bool:
+    if gateway.process.poll() is not None:
+        raise AssertionError(f"gateway exited early:\n{gateway.logs()}")
+    try:
+        return httpx.get(f"{gateway.base_url}/health", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def client_for(gateway: GatewayProcess, key: str, *, timeout: float = 30) -> httpx.Client:
+    """A client of the gateway's root (paths start with `/v1`) with `key` as its bearer."""
+    return httpx.Client(
+        base_url=gateway.base_url.removesuffix("/v1"),
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=timeout,
+    )
