@@ -55,8 +55,8 @@ def test_a_long_ledger_is_read_in_pages_and_old_task_entries_find_their_model(
         await store.open()
         try:
             await store.grant("t1", 10**9, entry_id="g1", reason="top-up")
-            for i in range(1_203):
-                adm = admission(f"c{i}", hold=10)
+            for i in range(1_203):  # (no requests bucket: the task's create must not meet it)
+                adm = admission(f"c{i}", hold=10, rpm=0)
                 await store.admit(adm)
                 await store.settle(settlement(adm, charge=2, model="sim-chat-1"))
             await create_confirmed(
