@@ -33,9 +33,13 @@ _ALL = CAPABILITIES
 _KINDS: dict[str, tuple[str, frozenset[str]]] = {
     "simulator": ("providers.simulator", _ALL),
     "anthropic": ("providers.anthropic", frozenset({"chat"})),
+    "azure_openai": ("providers.azure_openai", frozenset({"chat"})),
+    "bedrock": ("providers.bedrock", frozenset({"chat"})),
     "gemini": ("providers.gemini", frozenset({"chat"})),
     "openai": ("providers.openai", frozenset({"chat", "text_to_image", "image_to_image"})),
+    "openai_compatible": ("providers.openai_compatible", frozenset({"chat"})),
     "replicate": ("providers.replicate", frozenset({"text_to_music", "reference_audio_to_music"})),
+    "vertex": ("providers.vertex", frozenset({"chat"})),
 }
 """kind -> (its adapter module, the capabilities it serves). A module is imported only when a
 routing file names its kind: start-up time and memory stay those of the adapters in use."""

@@ -188,7 +188,7 @@ class _Problems:
         try:
             yield
         except ConfigError as exc:
-            self.errors.append(exc)
+            self.errors.extend(exc.problems)
 
     def raise_any(self) -> None:
         if len(self.errors) == 1:
@@ -218,12 +218,21 @@ def _provider(
     except KeyError as exc:
         raise _fail(where, f"{field}.kind", str(exc.args[0])) from exc
     parsed = _convert(where, options, spec.options_type, field)
+    problems: list[ConfigError] = []
     resolve = getattr(parsed, "resolve_api_key", None)
     if resolve is not None:  # a key named by api_key_env must be there before anything runs
         try:
             resolve(os.environ)
         except ValueError as exc:
-            raise _fail(where, f"{field}.{exc}", "set it, or give api_key") from exc
+            problems.append(_fail(where, f"{field}.{exc}", "set it, or give api_key"))
+    # What an adapter checks beyond its types: settings that depend on each other, and the
+    # credentials it will need (variables set, files there and readable), one problem each.
+    check = getattr(parsed, "config_problems", None)
+    if check is not None:
+        for at, problem in check(os.environ):
+            problems.append(_fail(where, f"{field}.{at}", problem))
+    if problems:
+        raise ConfigError("\n".join(map(str, problems)), problems=problems)
     result[name] = ProviderConfig(name=name, kind=kind, options=parsed)
 
 

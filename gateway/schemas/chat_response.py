@@ -63,6 +63,9 @@ class ChatUsage(msgspec.Struct, kw_only=True):
     credits_usd_reference: str
     prompt_tokens_details: dict[str, Any] | None = None
     completion_tokens_details: dict[str, Any] | None = None
+    estimated: bool | None = None
+    """True when the upstream reported no counts and the gateway counted the tokens itself
+    (about four characters a token); absent when the counts are the upstream's."""
 
 
 class ChatCompletion(msgspec.Struct, kw_only=True):

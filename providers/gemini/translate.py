@@ -14,7 +14,8 @@
                              anything else -> stop
     logprobsResult           logprobs.content (token, logprob, bytes, top_logprobs)
     usageMetadata            usage: prompt (+ tool-use prompt), completion = candidates +
-                             thoughts, cached_tokens and reasoning_tokens in the details
+                             thoughts, cached_tokens and reasoning_tokens in the details,
+                             and image_tokens / audio_tokens when counted per modality
 
 Ids are `chatcmpl-<responseId>` (the gateway puts its own) and `model` is `modelVersion`, else
 the upstream name asked for.
@@ -35,6 +36,7 @@ from providers.gemini.wire import (
     Candidate,
     GenerateContentResponse,
     LogprobsResult,
+    ModalityTokenCount,
     Part,
     TokenLogprob,
     UsageMetadata,
@@ -346,10 +348,23 @@ def _token_logprob(token: TokenLogprob) -> dict[str, Any]:
 
 def _usage_body(meta: UsageMetadata) -> dict[str, Any]:
     usage = usage_of(meta)
+    prompt_details: dict[str, int] = {"cached_tokens": meta.cached_content_token_count}
+    completion_details: dict[str, int] = {"reasoning_tokens": meta.thoughts_token_count}
+    _by_modality(prompt_details, meta.prompt_tokens_details)
+    _by_modality(completion_details, meta.candidates_tokens_details)
     return {
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
         "total_tokens": usage.total_tokens,
-        "prompt_tokens_details": {"cached_tokens": meta.cached_content_token_count},
-        "completion_tokens_details": {"reasoning_tokens": meta.thoughts_token_count},
+        "prompt_tokens_details": prompt_details,
+        "completion_tokens_details": completion_details,
     }
+
+
+def _by_modality(details: dict[str, int], counts: list[ModalityTokenCount]) -> None:
+    """The image and audio tokens among the counts (`image_tokens`, `audio_tokens`), when
+    Google reports them per modality (they are billed within the prompt or output)."""
+    for count in counts:
+        if count.modality in ("IMAGE", "AUDIO"):
+            name = count.modality.lower() + "_tokens"
+            details[name] = details.get(name, 0) + count.token_count

@@ -18,6 +18,7 @@ __all__ = [
     "FunctionCall",
     "GenerateContentResponse",
     "LogprobsResult",
+    "ModalityTokenCount",
     "Part",
     "PromptFeedback",
     "TokenLogprob",
@@ -70,6 +71,11 @@ class Candidate(msgspec.Struct, kw_only=True, rename="camel"):
     logprobs_result: LogprobsResult | None = None
 
 
+class ModalityTokenCount(msgspec.Struct, kw_only=True, rename="camel"):
+    modality: str = ""
+    token_count: int = 0
+
+
 class UsageMetadata(msgspec.Struct, kw_only=True, rename="camel"):
     prompt_token_count: int = 0
     candidates_token_count: int = 0
@@ -77,6 +83,8 @@ class UsageMetadata(msgspec.Struct, kw_only=True, rename="camel"):
     cached_content_token_count: int = 0
     thoughts_token_count: int = 0
     tool_use_prompt_token_count: int = 0
+    prompt_tokens_details: list[ModalityTokenCount] = []  # per modality: TEXT, IMAGE, AUDIO...
+    candidates_tokens_details: list[ModalityTokenCount] = []
 
 
 class PromptFeedback(msgspec.Struct, kw_only=True, rename="camel"):

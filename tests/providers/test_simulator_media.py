@@ -156,7 +156,8 @@ def test_registry_lists_capabilities_per_kind() -> None:
     assert not serves("replicate", "chat") and serves("replicate", "text_to_music")
     with pytest.raises(ValueError, match="txt_to_image"):
         serves("openai", "txt_to_image")
-    with pytest.raises(KeyError, match="known: anthropic, gemini, openai, replicate, simulator"):
+    known = "anthropic, azure_openai, bedrock, gemini, openai, openai_compatible, replicate, "
+    with pytest.raises(KeyError, match=f"known: {known}simulator, vertex"):
         serves("nope", "chat")
 
 
