@@ -89,7 +89,9 @@ async def _fill(store: Store, tasks: int) -> None:
         await asyncio.gather(
             *(
                 store.finalize_task(
-                    TaskFinal(task_id=i, status="failed" if i in ids[:2] else "succeeded")
+                    TaskFinal(
+                        tenant="bench", task_id=i, status="failed" if i in ids[:2] else "succeeded"
+                    )
                 )
                 for i in batch
             )

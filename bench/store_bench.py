@@ -5,6 +5,7 @@ Run from the repository root (with the project installed, e.g. `pip install -e .
     python bench/store_bench.py                          # SQLite in a temp dir, Redis at REDIS_URL
     python bench/store_bench.py --pairs 5000 --redis-url redis://127.0.0.1:6379/0
     python bench/store_bench.py --backend sqlite
+    python bench/store_bench.py --backend redis --redis-url "$(bench/cluster.sh start /tmp/c)"
 
 Each pair is what one chat call costs the store: `admit` with a token reservation, a credit hold
 and an idempotency claim, then `settle` with a charge and a stored reply. It prints wall time
@@ -151,8 +152,8 @@ async def _run(backend: str, pairs: int, redis_url: str, rate: float) -> None:
         finally:
             client = redis_store.client
             keys = [k async for k in client.scan_iter(match=redis_store.keys.pattern())]
-            for start in range(0, len(keys), 1000):
-                await client.unlink(*keys[start : start + 1000])
+            for key in keys:  # one by one: on a cluster they are in many slots
+                await client.unlink(key)
             await redis_store.close()
 
 

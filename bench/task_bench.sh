@@ -4,8 +4,11 @@
 #
 #   bench/task_bench.sh                       # both stores, c=16, 10 s
 #   BACKENDS=sqlite CONCURRENCY="1 16" DURATION=5 bench/task_bench.sh
+#   BACKENDS="redis cluster" bench/task_bench.sh   # one Redis against a Redis Cluster
 #
 # Redis: a private redis-server on 127.0.0.1:$OWN_REDIS_PORT (6398), started and stopped here.
+# cluster: 3 masters + 3 replicas (bench/cluster.sh) on $CLUSTER_PORT.. (7100), likewise; its
+# money writes wait for a replica (the store's default there).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
@@ -20,7 +23,11 @@ PY="$VENV/bin/python"
 GW="$VENV/bin/gateway"
 WORK="$(mktemp -d)"
 PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; sleep 0.5; rm -rf "$WORK"; }
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  "$HERE/cluster.sh" stop "$WORK/cluster" 2>/dev/null || true
+  sleep 0.5; rm -rf "$WORK"
+}
 trap cleanup EXIT
 command -v wrk >/dev/null || { echo "needs wrk (apt-get install -y wrk)" >&2; exit 2; }
 
@@ -46,6 +53,10 @@ for backend in $BACKENDS; do
     PIDS+=($!)
     sleep 0.3
     env+=(GATEWAY_STORE_URL="redis://127.0.0.1:$OWN_REDIS_PORT/0")
+  elif [ "$backend" = cluster ]; then
+    env+=(GATEWAY_STORE_URL="$("$HERE/cluster.sh" start "$WORK/cluster" "${CLUSTER_PORT:-7100}")")
+  fi
+  if [ "$backend" != sqlite ]; then
     key=$(env "${env[@]}" "$GW" keys create --tenant default 2>/dev/null)
     env "${env[@]}" "$GW" credits grant --tenant default --amount 1000000000 --reason bench >/dev/null 2>&1
   fi

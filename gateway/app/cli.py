@@ -40,6 +40,11 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the gateway")
     serve.add_argument("--host", help="listen address (env GATEWAY_HOST, default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="listen port (env GATEWAY_PORT, default 8080)")
+    serve.add_argument(
+        "--processes",
+        type=int,
+        help="processes serving the port (env GATEWAY_PROCESSES, default 1; more need Redis)",
+    )
 
     worker = commands.add_parser("worker", help="run task workers (images, music)")
     worker.add_argument(
@@ -91,6 +96,14 @@ def _parser() -> argparse.ArgumentParser:
         dest="action", required=True
     )
     tenants.add_parser("list", help="the routing file's tenants (id, balance, active keys)")
+    store = commands.add_parser("store", help="the store").add_subparsers(
+        dest="action", required=True
+    )
+    store.add_parser(
+        "migrate",
+        help="move a Redis store of the previous key layout to this one (gateways stopped; "
+        "idempotent: docs/store.md)",
+    )
     usage = commands.add_parser(
         "usage",
         help="usage and spend per tenant, model and UTC day (tenant, model, day, requests, "
@@ -142,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
             settings = replace(settings, host=args.host)
         if args.port:
             settings = replace(settings, port=args.port)
+        if args.processes is not None:  # its range is checked with the other start-up mistakes
+            settings = replace(settings, processes=args.processes)
         return serve(settings, config)
     if args.command == "worker":
         from gateway.app.worker import run_worker
@@ -320,6 +335,19 @@ async def _usage(store: Store, config: GatewayConfig, args: Any) -> int:
     return 0
 
 
+async def _store_migrate(store: Store, config: GatewayConfig, args: Any) -> int:
+    """The Redis key layout migration (docs/store.md, "Moving from the previous layout")."""
+    from gateway.store.redis import RedisStore
+    from gateway.store.redis.migrate import migrate_layout
+
+    if not isinstance(store, RedisStore):
+        print("nothing to migrate: a SQLite store migrates itself when opened")
+        return 0
+    for line in (await migrate_layout(store)).lines():
+        print(line)
+    return 0
+
+
 _ACTIONS: dict[tuple[str, str], Callable[[Store, GatewayConfig, Any], Awaitable[int]]] = {
     ("keys", "create"): _keys_create,
     ("keys", "revoke"): _keys_revoke,
@@ -328,6 +356,7 @@ _ACTIONS: dict[tuple[str, str], Callable[[Store, GatewayConfig, Any], Awaitable[
     ("credits", "adjust"): _credits_adjust,
     ("credits", "balance"): _credits_balance,
     ("tenants", "list"): _tenants_list,
+    ("store", "migrate"): _store_migrate,
     ("usage", ""): _usage,
 }
 

@@ -212,6 +212,7 @@ class Store(Protocol):
 
     async def touch_task(
         self,
+        tenant: str,
         task_id: str,
         worker_id: str,
         *,
@@ -221,7 +222,8 @@ class Store(Protocol):
     ) -> TaskRecord | None:
         """Extend the lease and report progress (or a rewritten input) while `worker_id` runs
         the task; otherwise change nothing. Returns the task as it is either way (so a worker
-        sees `cancel_requested_at`, or that it lost the task); None when unknown."""
+        sees `cancel_requested_at`, or that it lost the task); None when unknown (or
+        another tenant's)."""
         ...
 
     async def request_cancel(self, tenant: str, task_id: str) -> TaskRecord | None:
@@ -232,8 +234,9 @@ class Store(Protocol):
 
     async def finalize_task(self, final: TaskFinal) -> TaskRecord:
         """The terminal state and the refund, once: a task already terminal is returned
-        unchanged. KeyError for an unknown task; ValueError for a refund above the price and
-        for an unconfirmed task (never charged nor claimed)."""
+        unchanged. KeyError for an unknown task (or another tenant's: `final.tenant`);
+        ValueError for a refund above the price and for an unconfirmed task (never charged
+        nor claimed)."""
         ...
 
     async def task_queue_depth(self) -> int:

@@ -175,8 +175,10 @@ class TaskCreateResult(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class TaskFinal(msgspec.Struct, kw_only=True, frozen=True):
-    """How a task ended. `refund_units` (0 to the price) goes back to the wallet, once."""
+    """How a task ended. `refund_units` (0 to the price) goes back to the wallet, once.
+    `tenant` is the task's (the worker has it from the claim): another's is an unknown task."""
 
+    tenant: str
     task_id: str
     status: TerminalStatus
     output: dict[str, Any] = {}

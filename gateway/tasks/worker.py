@@ -113,7 +113,7 @@ class Worker:
 
     async def execute(self, task: TaskRecord) -> None:
         """Run one claimed task to its end (or until this worker loses it)."""
-        heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(task.task_id))
+        heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(task))
         try:
             final = await self._run(task)
         except _Lost:
@@ -128,7 +128,7 @@ class Worker:
             return _ended(task, "canceled", None)
         try:
             route = self._router.route_of(task.resolved_model)
-            control = _Control(self, task.task_id)
+            control = _Control(self, task)
             await control.checkpoint(1.0, "preparing", "reading reference inputs")
             references = await self._references(task)
             if task.capability in ("text_to_image", "image_to_image"):
@@ -181,7 +181,7 @@ class Worker:
                 )
             )
         if changed:
-            await self._touch(task.task_id, input=task_input)
+            await self._touch(task, input=task_input)
         return inputs
 
     async def _images(
@@ -237,6 +237,7 @@ class Worker:
                 }
             )
         return TaskFinal(
+            tenant=task.tenant,
             task_id=task.task_id,
             status="succeeded",
             output={"type": task.capability, "model": task.resolved_model, "images": stored},
@@ -289,6 +290,7 @@ class Worker:
                 }
             )
         return TaskFinal(
+            tenant=task.tenant,
             task_id=task.task_id,
             status="succeeded",
             output={"type": task.capability, "model": task.resolved_model, "clips": clips},
@@ -299,7 +301,7 @@ class Worker:
 
     async def _touch(
         self,
-        task_id: str,
+        task: TaskRecord,
         *,
         progress: TaskProgress | None = None,
         input: dict[str, Any] | None = None,
@@ -307,7 +309,12 @@ class Worker:
         """Renew the lease (with progress or input); None when the store is away for now."""
         try:
             record = await self._store.touch_task(
-                task_id, self.worker_id, lease_seconds=self._lease, progress=progress, input=input
+                task.tenant,
+                task.task_id,
+                self.worker_id,
+                lease_seconds=self._lease,
+                progress=progress,
+                input=input,
             )
         except StoreUnavailable:
             return None
@@ -315,11 +322,11 @@ class Worker:
             raise _Lost()
         return record
 
-    async def _heartbeat(self, task_id: str) -> None:
+    async def _heartbeat(self, task: TaskRecord) -> None:
         while True:
             await asyncio.sleep(self._lease / 3)
             with contextlib.suppress(_Lost):
-                await self._touch(task_id)
+                await self._touch(task)
 
     async def _finalize(self, final: TaskFinal) -> None:
         """Idempotent: retried until the store takes it (a task already ended stays as it is)."""
@@ -352,16 +359,16 @@ class Worker:
 class _Control:
     """`providers.base.TaskControl` for one task: progress goes to the store, cancel comes back."""
 
-    def __init__(self, worker: Worker, task_id: str) -> None:
+    def __init__(self, worker: Worker, task: TaskRecord) -> None:
         self._worker = worker
-        self._task_id = task_id
+        self._task = task
         self._percent = 0.0
 
     async def checkpoint(self, percent: float, stage: str, message: str = "") -> None:
         # Progress never goes back: the worker's own steps come before the provider's count.
         self._percent = max(self._percent, min(round(percent, 1), 99.0))
         progress = TaskProgress(percent=self._percent, stage=stage, message=message)
-        record = await self._worker._touch(self._task_id, progress=progress)
+        record = await self._worker._touch(self._task, progress=progress)
         if record is not None and record.cancel_requested_at is not None:
             raise TaskCanceled("canceled by the caller")
 
@@ -373,6 +380,7 @@ def _error(code: str, message: str, retryable: bool) -> dict[str, Any]:
 def _ended(task: TaskRecord, status: str, error: dict[str, Any] | None) -> TaskFinal:
     """A task that ends without output: refunded in full."""
     return TaskFinal(
+        tenant=task.tenant,
         task_id=task.task_id,
         status="canceled" if status == "canceled" else "failed",
         error=error,

@@ -131,13 +131,14 @@ def test_redis_a_live_tasks_entry_comes_back_when_its_lease_would_end(
     """An entry of a running task that looks idle (its worker touches the task, not the entry)
     is met by another claim, found busy, and set to come back when the lease would end."""
     store: RedisStore = redis_stores()
+    other: RedisStore = redis_stores()  # w2's process
     made(store, run, create("task_a", price=0))
     assert run(store.claim_task("w1", lease_seconds=30)) is not None
     queue = store.keys.task_queue(store.keys.shard_of("t1"))
     [entry] = run(_call(store.client.xpending_range(queue, "workers", "-", "+", 10)))
     run(_call(store.client.xclaim(queue, "workers", "w1", 0, [entry["message_id"]], idle=60_000)))
 
-    assert run(store.claim_task("w2", lease_seconds=30)) is None  # busy: w1's lease is live
+    assert run(other.claim_task("w2", lease_seconds=30)) is None  # busy: w1's lease is live
     [after] = run(_call(store.client.xpending_range(queue, "workers", "-", "+", 10)))
     assert after["message_id"] == entry["message_id"]
     assert after["time_since_delivered"] < 2_000  # idle again: back when the lease would end

@@ -1,10 +1,11 @@
 """The Redis store's admission area: `admit`, `settle` and `release`, the request path.
 
 Each is one script (`admit.lua`, `settle.lua`, `release.lua`) run through the store's
-pipelined connection (`RedisStore._eval_hot`). The call's identity (`Call`) gives the keys:
-its API key's rate buckets, its tenant's holds and wallet, its idempotency scope and its
-`done:{call_id}` marker, which makes the token reconcile happen once and fences a late
-admission of a released call.
+pipelined connection (`RedisStore._eval_hot`). The call's identity (`Call`) gives the keys,
+all of its tenant (one hash slot): its API key's rate buckets, its tenant's holds and wallet,
+its idempotency scope and its `done:{call_id}` marker, which makes the token reconcile happen
+once and fences a late admission of a released call. A settlement that charges or keeps a
+reply is durable: answered once the store's replicas have it (docs/store.md, "Failover").
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ class RedisAdmissionArea:
 
     if TYPE_CHECKING:
 
-        async def _eval_hot(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any: ...
+        async def _eval_hot(
+            self, name: str, keys: Sequence[str], args: Sequence[Any], *, durable: bool = False
+        ) -> Any: ...
 
     async def admit(self, admission: Admission) -> AdmissionResult:
         k, call = self.keys, admission.call
@@ -39,12 +42,12 @@ class RedisAdmissionArea:
         res = await self._eval_hot(
             "admit",
             (
-                k.rate(call.api_key_id),
-                k.idempotency(claim.scope if claim else ""),
+                k.rate(tenant, call.api_key_id),
+                k.idempotency(tenant, claim.scope if claim else ""),
                 k.holds(tenant),
                 k.hold_expiry(tenant),
                 k.wallet(tenant),
-                k.done(call_id),
+                k.done(tenant, call_id),
             ),
             (
                 limits.requests_per_minute,
@@ -75,9 +78,9 @@ class RedisAdmissionArea:
                 k.wallet(tenant),
                 k.ledger(tenant),
                 k.ledger_order(tenant),
-                k.rate(call.api_key_id),
-                k.idempotency(claim.scope if claim else ""),
-                k.done(call_id),
+                k.rate(tenant, call.api_key_id),
+                k.idempotency(tenant, claim.scope if claim else ""),
+                k.done(tenant, call_id),
             ),
             (
                 hold_id(call_id),
@@ -98,6 +101,7 @@ class RedisAdmissionArea:
                 DONE_TTL_SECONDS,
                 s.model,
             ),
+            durable=s.charge_units > 0 or s.reply is not None,
         )
         return balance
 
@@ -109,9 +113,9 @@ class RedisAdmissionArea:
             (
                 k.holds(tenant),
                 k.hold_expiry(tenant),
-                k.rate(call.api_key_id),
-                k.idempotency(claim.scope if claim else ""),
-                k.done(call_id),
+                k.rate(tenant, call.api_key_id),
+                k.idempotency(tenant, claim.scope if claim else ""),
+                k.done(tenant, call_id),
             ),
             (
                 hold_id(call_id),

@@ -1,11 +1,17 @@
-"""The Redis store's API-key area: a hash per key, an id index and a per-tenant list."""
+"""The Redis store's API-key area: a hash per key, an id index and a per-tenant list.
+
+A key is looked up by its hash or its id alone, so each of the three has a slot of its own:
+creating writes them one by one, the record last (replacing a record is one MULTI on its one
+key). A create cut short leaves no usable key, only a list entry or an id that lead nowhere
+(read as absent), and its caller never got the key.
+"""
 
 from __future__ import annotations
 
 import time
 from typing import TYPE_CHECKING
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 from redis.typing import EncodableT, FieldT
 
 from gateway.store.base import ApiKeyRecord
@@ -24,7 +30,7 @@ class RedisKeyArea:
     if TYPE_CHECKING:
 
         @property
-        def client(self) -> Redis: ...
+        def client(self) -> Redis | RedisCluster: ...
 
     async def create_key(self, record: ApiKeyRecord, key_hash: str) -> None:
         k = self.keys
@@ -37,11 +43,11 @@ class RedisKeyArea:
         if record.revoked_at is not None:
             fields["revoked_at"] = record.revoked_at
         with store_errors:
+            await self.client.zadd(k.tenant_keys(record.tenant), {key_hash: record.created_at})
+            await self.client.set(k.api_key_id(record.key_id), key_hash)
             async with self.client.pipeline(transaction=True) as pipe:
                 pipe.delete(k.api_key(key_hash))
                 pipe.hset(k.api_key(key_hash), mapping=fields)
-                pipe.set(k.api_key_id(record.key_id), key_hash)
-                pipe.zadd(k.tenant_keys(record.tenant), {key_hash: record.created_at})
                 await pipe.execute()
 
     async def get_key(self, key_hash: str) -> ApiKeyRecord | None:

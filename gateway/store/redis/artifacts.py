@@ -1,18 +1,22 @@
 """The Redis store's artifact area: stored media metadata (the bytes are in blob storage).
 
-An artifact is one msgpack string; a zset orders them by expiry for the sweep, which deletes
-the bytes and then the record. No TTL: a record that vanished by itself would leave its bytes.
+An artifact is one msgpack string, found by its id alone (a signed link names no tenant), in
+one of `ARTIFACT_SHARDS` shards chosen by its id; each shard's zset orders its artifacts by
+expiry for the sweep, which deletes the bytes and then the record. A record and its expiry
+entry share the shard's hash slot, so each write is one MULTI. No TTL: a record that vanished
+by itself would leave its bytes.
 """
 
 from __future__ import annotations
 
+import heapq
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 
 from gateway.store.redis.errors import store_errors
-from gateway.store.redis.keys import RedisKeys
+from gateway.store.redis.keys import ARTIFACT_SHARDS, RedisKeys
 from gateway.store.tasks import ArtifactRecord
 
 __all__ = ["RedisArtifactArea"]
@@ -29,14 +33,17 @@ class RedisArtifactArea:
     if TYPE_CHECKING:
 
         @property
-        def client(self) -> Redis: ...
+        def client(self) -> Redis | RedisCluster: ...
 
     async def create_artifact(self, record: ArtifactRecord) -> None:
         k = self.keys
         with store_errors:
             async with self.client.pipeline(transaction=True) as pipe:
                 pipe.set(k.artifact(record.artifact_id), _encoder.encode(record))
-                pipe.zadd(k.artifact_expiry(), {record.artifact_id: record.expires_at})
+                pipe.zadd(
+                    k.artifact_expiry_of(record.artifact_id),
+                    {record.artifact_id: record.expires_at},
+                )
                 await pipe.execute()
 
     async def get_artifact(self, tenant: str | None, artifact_id: str) -> ArtifactRecord | None:
@@ -46,14 +53,23 @@ class RedisArtifactArea:
         return record if record is not None and tenant in (None, record.tenant) else None
 
     async def expired_artifacts(self, now: float, limit: int) -> list[ArtifactRecord]:
+        """The `limit` soonest expired of every shard's first `limit`: one zset read per
+        shard, then the records of those."""
         k = self.keys
         with store_errors:
-            ids: Any = await self.client.zrangebyscore(
-                k.artifact_expiry(), "-inf", now, start=0, num=limit
-            )
-            if not ids:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for shard in range(ARTIFACT_SHARDS):
+                    pipe.zrangebyscore(
+                        k.artifact_expiry(shard), "-inf", now, start=0, num=limit, withscores=True
+                    )
+                shards: list[Any] = await pipe.execute()
+            due = heapq.nsmallest(limit, (e for found in shards for e in found), key=lambda e: e[1])
+            if not due:
                 return []
-            raws: Any = await self.client.mget([k.artifact(i.decode()) for i in ids])
+            async with self.client.pipeline(transaction=False) as pipe:
+                for artifact_id, _ in due:
+                    pipe.get(k.artifact(artifact_id.decode()))
+                raws: list[Any] = await pipe.execute()
         return [_decoder.decode(raw) for raw in raws if raw is not None]
 
     async def delete_artifact(self, artifact_id: str) -> None:
@@ -61,5 +77,5 @@ class RedisArtifactArea:
         with store_errors:
             async with self.client.pipeline(transaction=True) as pipe:
                 pipe.delete(k.artifact(artifact_id))
-                pipe.zrem(k.artifact_expiry(), artifact_id)
+                pipe.zrem(k.artifact_expiry_of(artifact_id), artifact_id)
                 await pipe.execute()

@@ -1,4 +1,4 @@
-"""redis-py's asyncio client with one deadline per command or pipeline.
+"""redis-py's asyncio clients (one server, or a cluster) with one deadline per command or pipeline.
 
 A call into a stalled Redis must fail within the store's bound (its socket timeout, 2 s by
 default) however it fails: redis-py alone can take longer, waiting first for a pooled
@@ -8,7 +8,8 @@ at most `bound` seconds, the pool wait included, then gets `TimeoutError` (the s
 to `StoreUnavailable`). The call runs as a task of its own and is cancelled at the deadline
 rather than the caller: redis-py drops the connection it was using, and however its nested
 timeouts take that cancellation (on Python 3.11 one due at the same moment can swallow it), the
-caller is answered on time.
+caller is answered on time. On a cluster the deadline also covers what redis-py does
+around a command: finding the slot map again after a node failed, following a redirection.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ import contextlib
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.client import Pipeline
+from redis.asyncio.cluster import ClusterPipeline
 
-__all__ = ["BoundedPipeline", "BoundedRedis"]
+__all__ = ["BoundedClusterPipeline", "BoundedPipeline", "BoundedRedis", "BoundedRedisCluster"]
 
 T = TypeVar("T")
 
@@ -70,3 +72,28 @@ class BoundedPipeline(Pipeline):
 
     async def execute(self, raise_on_error: bool = True) -> list[Any]:
         return await _within(super().execute(raise_on_error), self.bound)
+
+
+class BoundedRedisCluster(RedisCluster):
+    """`RedisCluster` whose every command answers or fails within `bound` seconds."""
+
+    bound: float = 2.0
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        return await _within(super().execute_command(*args, **kwargs), self.bound)
+
+    def pipeline(
+        self, transaction: Any | None = None, shard_hint: Any | None = None
+    ) -> ClusterPipeline:
+        pipe = BoundedClusterPipeline(self, transaction)  # type: ignore[abstract]
+        pipe.bound = self.bound
+        return pipe
+
+
+class BoundedClusterPipeline(ClusterPipeline):
+    """A cluster pipeline whose `execute` answers or fails within `bound` seconds."""
+
+    bound: float = 2.0
+
+    async def execute(self, raise_on_error: bool = True, allow_redirections: bool = True) -> Any:
+        return await _within(super().execute(raise_on_error, allow_redirections), self.bound)

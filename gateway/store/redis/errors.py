@@ -1,15 +1,59 @@
-"""The Redis backend's one error mapping: connection failures and timeouts (redis-py's, and a
-command's deadline, `bounded.py`) are `StoreUnavailable` (503, retryable). Every call into
-redis-py or the pipeline runs in it."""
+"""The Redis backend's one error mapping: what means "Redis cannot do it now" is
+`StoreUnavailable` (503, retryable). Every call into redis-py or the pipeline runs in it.
+
+That is: connection failures and timeouts (redis-py's, a command's deadline, `bounded.py`, and
+a durable write too few replicas acknowledged, `pipeline.ReplicationTimeout`); and what a
+cluster or a failover answers while it moves: CLUSTERDOWN and MASTERDOWN, TRYAGAIN, READONLY
+(a primary demoted to a replica), a slot no known node serves, a cluster redis-py could not map.
+A CROSSSLOT or a script error is a bug and passes through.
+"""
 
 from __future__ import annotations
 
+from types import TracebackType
+
+from redis.exceptions import (
+    ClusterDownError,
+    ReadOnlyError,
+    RedisClusterException,
+    SlotNotCoveredError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from gateway.errors import StoreUnavailable
 from gateway.store.errors import StoreErrorMap
 
-__all__ = ["store_errors"]
+__all__ = ["UNAVAILABLE", "store_errors"]
 
-store_errors = StoreErrorMap(RedisConnectionError, RedisTimeoutError, TimeoutError)
+UNAVAILABLE: tuple[type[BaseException], ...] = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    TimeoutError,
+    ClusterDownError,
+    TryAgainError,
+    ReadOnlyError,
+    SlotNotCoveredError,
+)
+
+
+class _RedisErrors(StoreErrorMap):
+    """`StoreErrorMap`, and redis-py's cluster client's own "no node answered" (a
+    `RedisClusterException` caused by one of those errors)."""
+
+    __slots__ = ()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if isinstance(exc, RedisClusterException) and isinstance(exc.__cause__, self.types):
+            raise StoreUnavailable() from exc
+        super().__exit__(exc_type, exc, traceback)
+
+
+store_errors = _RedisErrors(*UNAVAILABLE)
 """`with store_errors:` around a call into Redis."""

@@ -2,29 +2,46 @@
 
 Each `*.lua` file is one operation; `common.lua` (helpers and server time) is prepended to each,
 and `task_common.lua` too to the `task_*` ones, so a script is still one self-contained
-EVALSHA. redis-py's `AsyncScript` runs it by SHA and reloads it on NOSCRIPT (after a restart or
-SCRIPT FLUSH).
+EVALSHA. Every key a script touches is in its KEYS, all of one hash slot (keys.py).
+
+Two ways to run them: the pipelined client (`pipeline.py`: the request path's scripts and
+every one that moves money, which may wait for replicas on the same connection), as
+`LuaScript`s; and redis-py (the rest), as registered `AsyncScript`s, which run by SHA and
+reload on NOSCRIPT (after a restart or SCRIPT FLUSH).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib.resources import files
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
+from redis.commands.core import AsyncScript
 
-__all__ = ["Scripts", "script_source"]
+from gateway.store.redis.pipeline import LuaScript
 
-_TASK_NAMES = (
+__all__ = ["PIPELINED", "REGISTERED", "PipelinedScripts", "Scripts", "script_source"]
+
+PIPELINED = (
+    "admit",
+    "settle",
+    "release",
+    "grant",
     "task_create",
     "task_confirm",
     "task_abandon",
     "task_claim",
-    "task_touch",
     "task_cancel",
     "task_finalize",
-    "task_reindex",
+    "queue_add",
+    "queue_drop",
 )
-_NAMES = ("admit", "settle", "release", "grant", "wallet", "ledger", "ledger_range", *_TASK_NAMES)
+"""Run through the pipelined client: sent once, answered or timed out, never resent."""
+
+REGISTERED = ("wallet", "ledger", "ledger_range", "task_touch", "task_reindex")
+"""Run through redis-py: reads, and steps whose loss a later one repairs."""
+
+Source = Callable[[str], str]
 
 
 def script_source(name: str) -> str:
@@ -35,24 +52,42 @@ def script_source(name: str) -> str:
     return "\n".join([*parts, package.joinpath(f"{name}.lua").read_text(encoding="utf-8")])
 
 
+class PipelinedScripts:
+    """The pipelined scripts, as request heads (made once per store; no Redis involved)."""
+
+    __slots__ = PIPELINED
+    admit: LuaScript
+    settle: LuaScript
+    release: LuaScript
+    grant: LuaScript
+    task_create: LuaScript
+    task_confirm: LuaScript
+    task_abandon: LuaScript
+    task_claim: LuaScript
+    task_cancel: LuaScript
+    task_finalize: LuaScript
+    queue_add: LuaScript
+    queue_drop: LuaScript
+
+    def __init__(self, source: Source = script_source) -> None:
+        for name in PIPELINED:
+            setattr(self, name, LuaScript.of(source(name)))
+
+    def __getitem__(self, name: str) -> LuaScript:
+        script: LuaScript = getattr(self, name)
+        return script
+
+
 class Scripts:
-    """The registered scripts of one client; registering does not talk to Redis."""
+    """The redis-py scripts of one client; registering does not talk to Redis."""
 
-    __slots__ = _NAMES
+    __slots__ = REGISTERED
+    wallet: AsyncScript
+    ledger: AsyncScript
+    ledger_range: AsyncScript
+    task_touch: AsyncScript
+    task_reindex: AsyncScript
 
-    def __init__(self, client: Redis) -> None:
-        self.admit = client.register_script(script_source("admit"))
-        self.settle = client.register_script(script_source("settle"))
-        self.release = client.register_script(script_source("release"))
-        self.grant = client.register_script(script_source("grant"))
-        self.wallet = client.register_script(script_source("wallet"))
-        self.ledger = client.register_script(script_source("ledger"))
-        self.ledger_range = client.register_script(script_source("ledger_range"))
-        self.task_create = client.register_script(script_source("task_create"))
-        self.task_confirm = client.register_script(script_source("task_confirm"))
-        self.task_abandon = client.register_script(script_source("task_abandon"))
-        self.task_claim = client.register_script(script_source("task_claim"))
-        self.task_touch = client.register_script(script_source("task_touch"))
-        self.task_cancel = client.register_script(script_source("task_cancel"))
-        self.task_finalize = client.register_script(script_source("task_finalize"))
-        self.task_reindex = client.register_script(script_source("task_reindex"))
+    def __init__(self, client: Redis | RedisCluster, source: Source = script_source) -> None:
+        for name in REGISTERED:
+            setattr(self, name, client.register_script(source(name)))

@@ -1,4 +1,5 @@
-"""`RedisStore`: the store on Redis, each atomic operation one Lua script (one round trip).
+"""`RedisStore`: the store on Redis, each atomic operation one Lua script (one round trip), on
+one server, a Redis Cluster or a primary behind Sentinel (`target.py`).
 
 Scripts use Redis server time, so gateway replicas sharing one Redis agree on every bucket,
 lease and hold; `codec.py` decodes what they return. Connection failures and timeouts become
@@ -8,47 +9,27 @@ lease and hold; `codec.py` decodes what they return. Connection failures and tim
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
-from redis.asyncio import BlockingConnectionPool, Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialWithJitterBackoff
+from redis.asyncio import Redis, RedisCluster
 from redis.commands.core import AsyncScript
-from redis.exceptions import ConnectionError as RedisConnectionError
 
 from gateway.store.redis.admission import RedisAdmissionArea
 from gateway.store.redis.api_keys import RedisKeyArea
 from gateway.store.redis.artifacts import RedisArtifactArea
-from gateway.store.redis.bounded import BoundedRedis
+from gateway.store.redis.connect import Connections
 from gateway.store.redis.errors import store_errors
 from gateway.store.redis.keys import RedisKeys
-from gateway.store.redis.pipeline import LuaScript, ScriptPipeline
-from gateway.store.redis.scripts import Scripts, script_source
+from gateway.store.redis.scripts import PipelinedScripts, Scripts, Source, script_source
+from gateway.store.redis.target import RedisTarget, parse_target
 from gateway.store.redis.task_index import RedisTaskIndexArea
 from gateway.store.redis.task_queue import RedisTaskQueueArea
+from gateway.store.redis.task_queue_upkeep import RECONCILE_EVERY, RedisTaskQueueUpkeepArea
 from gateway.store.redis.tasks import RedisTaskArea
+from gateway.store.redis.tenants import Registrations, TenantWalk
 from gateway.store.redis.wallet import RedisWalletArea
 
 __all__ = ["RedisStore"]
-
-_PIPELINED_SCHEMES = ("redis://", "unix://")
-"""URLs the hot-path pipeline serves; others (rediss://, TLS) keep redis-py for every call."""
-
-
-class _HotScripts:
-    """The request path's scripts, for `ScriptPipeline` (same sources as `Scripts`): a call's
-    admission and its end, and a task create's steps. Through the pipeline a step is sent
-    once and answered or timed out within `socket_timeout`: no pool wait, no resend."""
-
-    __slots__ = ("admit", "release", "settle", "task_abandon", "task_confirm", "task_create")
-
-    def __init__(self) -> None:
-        self.admit = LuaScript.of(script_source("admit"))
-        self.settle = LuaScript.of(script_source("settle"))
-        self.release = LuaScript.of(script_source("release"))
-        self.task_create = LuaScript.of(script_source("task_create"))
-        self.task_confirm = LuaScript.of(script_source("task_confirm"))
-        self.task_abandon = LuaScript.of(script_source("task_abandon"))
 
 
 class RedisStore(
@@ -57,21 +38,24 @@ class RedisStore(
     RedisWalletArea,
     RedisTaskArea,
     RedisTaskQueueArea,
+    RedisTaskQueueUpkeepArea,
     RedisTaskIndexArea,
     RedisArtifactArea,
 ):
-    """The `gateway.store.base.Store` on Redis (redis-py asyncio, one connection pool).
+    """The `gateway.store.base.Store` on Redis.
 
     Each area is a module of its own, mixed in here: keys (`api_keys.py`), admission
-    (`admission.py`), wallet and ledger (`wallet.py`), tasks (`tasks.py`; their listing and
-    retention: `task_index.py`), artifacts (`artifacts.py`). This class opens and closes the
-    clients and runs their scripts (`_eval`, `_eval_hot`), with Redis's errors mapped in one
-    place (`errors.py`).
+    (`admission.py`), wallet and ledger (`wallet.py`), tasks (`tasks.py`; their queue:
+    `task_queue.py`, its upkeep `task_queue_upkeep.py`; their listing and retention:
+    `task_index.py`), artifacts (`artifacts.py`). This class opens and closes the clients
+    (`connect.py`) and runs their scripts (`_eval`, `_eval_hot`), with Redis's errors mapped
+    in one place (`errors.py`).
 
-    `admit`, `settle` and `release`, two of which every request makes, go through a
-    `ScriptPipeline` instead: one pipelined connection, a fraction of redis-py's CPU per call.
-    `open()` does not contact Redis, so the gateway can start while Redis is briefly away;
-    `ping()` tells. `prefix` namespaces every key (several gateways or test runs, one Redis).
+    The request path's scripts and every script that moves money go through the pipelined
+    client (`_eval_hot`): a fraction of redis-py's CPU per call, sent once, and able to wait
+    for replicas on the same connection (`durable`). `open()` does not contact Redis, so the
+    gateway can start while Redis is briefly away; `ping()` tells. `prefix` namespaces every
+    key (several gateways or test runs, one Redis).
     """
 
     def __init__(
@@ -83,71 +67,62 @@ class RedisStore(
         connect_timeout: float = 1.0,
         retries: int = 1,
         max_connections: int = 64,
+        source: Source = script_source,
     ) -> None:
         self.url = url
-        self.keys = RedisKeys(prefix)
-        self._options: dict[str, Any] = {
-            "decode_responses": False,
-            # The call's deadline (`bounded.py`) answers the caller; redis-py's own timeout
-            # ends the abandoned call (and frees its connection) soon after.
-            "socket_timeout": socket_timeout,
-            "socket_connect_timeout": connect_timeout,
-            # One quick retry covers a pooled connection the server closed. None after a
-            # timeout: a client waits on these calls, and a second wait would double the
-            # bound (the 503 it gets instead is retryable).
-            "retry": Retry(
-                ExponentialWithJitterBackoff(base=0.01, cap=0.05),
-                retries,
-                supported_errors=(RedisConnectionError,),
-            ),
-            # A bounded pool: a burst waits briefly for a connection instead of failing (the
-            # caller waits for the wait and the reply together at most `socket_timeout`).
-            "max_connections": max_connections,
-            "timeout": socket_timeout,
-        }
-        self._client: Redis | None = None
-        self._scripts: Scripts | None = None
+        self.target: RedisTarget = parse_target(url)
+        self.keys = RedisKeys(prefix, self.target.shards)
         self._socket_timeout, self._connect_timeout = socket_timeout, connect_timeout
-        self._pipeline: ScriptPipeline | None = None
-        self._hot = _HotScripts()
+        self._retries, self._max_connections = retries, max_connections
+        self._source = source
+        self._conn: Connections | None = None
+        self._scripts: Scripts | None = None
+        self._hot = PipelinedScripts(source)
+        # The areas' own state (see each module): what this process learned or walks.
+        self._capabilities: dict[str, str] = {}
+        self._registered = Registrations()
+        self._unconfirmed_walk, self._sweep_walk = TenantWalk(), TenantWalk()
+        self._reconcile_walk = TenantWalk()
+        self._groups: set[int] = set()
+        self._turn = 0
+        self._reclaim_after = 0.0
+        self._reconciled_at = -RECONCILE_EVERY
 
     async def open(self) -> None:
-        if self._client is None:
-            pool = BlockingConnectionPool.from_url(self.url, **self._options)
-            client = cast(BoundedRedis, BoundedRedis.from_pool(pool))
-            client.bound = self._socket_timeout  # the pool wait and the reply, together
-            self._client = client
-            self._scripts = Scripts(client)
-            if self.url.startswith(_PIPELINED_SCHEMES):
-                self._pipeline = ScriptPipeline(
-                    self.url,
-                    socket_timeout=self._socket_timeout,
-                    connect_timeout=self._connect_timeout,
-                )
+        if self._conn is None:
+            conn = Connections(
+                self.target,
+                socket_timeout=self._socket_timeout,
+                connect_timeout=self._connect_timeout,
+                retries=self._retries,
+                max_connections=self._max_connections,
+            )
+            self._conn, self._scripts = conn, Scripts(conn.client, self._source)
 
     async def close(self) -> None:
-        client, self._client, self._scripts = self._client, None, None
-        pipeline, self._pipeline = self._pipeline, None
-        if pipeline is not None:
-            await pipeline.close()
-        await self._close_task_queue()
-        if client is not None:
-            await client.aclose()
+        conn, self._conn, self._scripts = self._conn, None, None
+        self._forget_task_queue()
+        if conn is not None:
+            await conn.close()
 
     async def ping(self) -> bool:
-        if self._client is None:
+        if self._conn is None:
             return False
         try:
-            return bool(await self._client.ping())
+            return bool(await self._conn.client.ping())
         except Exception:
             return False
 
     @property
-    def client(self) -> Redis:
-        """The open client (for maintenance and tests); RuntimeError before `open()`."""
-        if self._client is None:
+    def client(self) -> Redis | RedisCluster:
+        """The open redis-py client (for maintenance and tests); RuntimeError before `open()`."""
+        return self._connections.client
+
+    @property
+    def _connections(self) -> Connections:
+        if self._conn is None:
             raise RuntimeError("RedisStore is not open")
-        return self._client
+        return self._conn
 
     @property
     def _s(self) -> Scripts:
@@ -159,10 +134,17 @@ class RedisStore(
         with store_errors:
             return await script(keys=keys, args=args)
 
-    async def _eval_hot(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        """A request-path script: through the pipeline, or redis-py when there is none."""
-        pipeline = self._pipeline
-        if pipeline is None:
-            return await self._eval(getattr(self._s, name), keys, args)
+    async def _eval_hot(
+        self, name: str, keys: Sequence[str], args: Sequence[Any], *, durable: bool = False
+    ) -> Any:
+        """A pipelined script (see `scripts.PIPELINED`); `durable`: answered once the store's
+        `wait_replicas` replicas have its writes (docs/store.md, "Failover")."""
+        hot = self._connections.hot
         with store_errors:
-            return await pipeline.evalsha(getattr(self._hot, name), keys, args)
+            return await hot.evalsha(getattr(self._hot, name), keys, args, durable=durable)
+
+    async def _command_hot(self, key: str, *args: Any) -> Any:
+        """One plain command through the pipelined client, on the node of `key`."""
+        hot = self._connections.hot
+        with store_errors:
+            return await hot.command(key, *args)

@@ -1,59 +1,53 @@
--- Helpers of the task scripts, prepended after common.lua by scripts.py.
--- Every task script starts the same way: KEYS task, queue (stream), queued (set); ARGV the
--- queue's consumer group and the key prefixes of wallets, ledgers and ledger orders (a task's
--- tenant is read from its hash, so its money keys are built here from those prefixes).
--- Scripts set the task's scalar fields; the msgpack ones (input, output...) come whole in ARGV.
+-- Helpers of the task scripts, prepended after common.lua by scripts.py. Every key a script
+-- touches is one of its KEYS, all of the task's tenant (one hash slot: keys.py); KEYS[1] is the
+-- task. Scripts set the task's scalar fields; the msgpack ones (input, output...) come whole in
+-- ARGV. The task's queue entry lives in another slot (its queue shard): the callers add and
+-- remove it in a step of their own (queue_add.lua, queue_drop.lua).
 
-local TASK, QUEUE, QUEUED = KEYS[1], KEYS[2], KEYS[3]
-local GROUP, WALLET, LEDGER, ORDER = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local TASK = KEYS[1]
 local TERMINAL = {succeeded = true, failed = true, canceled = true}
+local STATUS_AT = {queued = 0, running = 1, succeeded = 2, failed = 3, canceled = 4}
 
--- A stream entry done with: out of the group's pending list and out of the stream.
-local function dequeue(entry)
-  if not entry then return end
-  redis.call('XACK', QUEUE, GROUP, entry)
-  redis.call('XDEL', QUEUE, entry)
-end
-
--- The task's entry goes to `worker` with its idle time reset, at the moment its lease is set:
--- XAUTOCLAIM (idle >= lease) then finds only the entries of workers that stopped touching.
-local function hold_entry(worker, entry)
-  if entry then redis.pcall('XCLAIM', QUEUE, GROUP, worker, 0, entry, 'JUSTID') end
-end
-
--- Listing indexes and retention (docs/store.md, "Task listing and retention"). Besides
--- `tenant_tasks`, a task is in three zsets scored by its seq: its tenant's tasks in its status,
--- of its capability, and in its status and of its capability (keys.py `task_indexes`). A script
--- that changes a task's status calls `use_indexes` first, with values from its own KEYS/ARGV:
--- keys.py's `task_expiry()`, `task_index_template()` and the retention in milliseconds.
+-- Listing indexes and retention (docs/store.md, "Task listing and retention"). Besides the
+-- tenant's `tasks` zset, a task is in three zsets scored by its seq: its tenant's tasks in its
+-- status, of its capability, and in its status and of its capability. A script that changes a
+-- task's status declares the 11 index zsets of the task's capability from KEYS[first] (keys.py
+-- `task_index_block`: by status, by status and capability, by capability), and the tenant's
+-- expiry zset; `use_indexes` takes them, with the retention in milliseconds. The caller built
+-- them for a capability it names: `same_capability` says whether that is the task's.
 local IX
-local function use_indexes(expiry, template, retain_ms)
-  IX = {expiry = expiry, template = template, ms = tonumber(retain_ms)}
+local function use_indexes(first, expiry, retain_ms)
+  IX = {first = first, expiry = expiry, ms = tonumber(retain_ms)}
 end
 
--- The one place a script builds key names: an index zset, from keys.py's template ('' = any).
--- (A table's values replace the slots as they are: no pattern escapes in a tenant's name.)
-local function index_key(tenant, status, capability)
-  return (string.gsub(IX.template, '%z([tsc])', {t = tenant, s = status, c = capability}))
+local function same_capability(capability)
+  return redis.call('HGET', TASK, 'capability') == capability
 end
 
--- The task in TASK moves from status `from` to `to` in the indexes. nil is "in none":
--- `index_move(nil, s)` puts it in every index, `index_move(s, nil)` takes it out of every one.
--- Moving in also (re)adds it to its capability's zset, which no status change takes it out of:
--- so a task written before the indexes existed is in all of them after its next change.
+local function by_status(status)
+  return KEYS[IX.first + STATUS_AT[status]]
+end
+
+local function by_both(status)
+  return KEYS[IX.first + 5 + STATUS_AT[status]]
+end
+
+-- The task moves from status `from` to `to` in the indexes. nil is "in none": `index_move(nil,
+-- s)` puts it in every index, `index_move(s, nil)` takes it out of every one. Moving in also
+-- (re)adds it to its capability's zset, which no status change takes it out of.
 local function index_move(from, to)
   if from == to then return end
-  local t = redis.call('HMGET', TASK, 'task_id', 'tenant', 'capability', 'seq')
+  local t = redis.call('HMGET', TASK, 'task_id', 'seq')
   if from then
-    redis.call('ZREM', index_key(t[2], from, ''), t[1])
-    redis.call('ZREM', index_key(t[2], from, t[3]), t[1])
+    redis.call('ZREM', by_status(from), t[1])
+    redis.call('ZREM', by_both(from), t[1])
   end
   if to then
-    redis.call('ZADD', index_key(t[2], to, ''), t[4], t[1])
-    redis.call('ZADD', index_key(t[2], to, t[3]), t[4], t[1])
-    redis.call('ZADD', index_key(t[2], '', t[3]), t[4], t[1])
+    redis.call('ZADD', by_status(to), t[2], t[1])
+    redis.call('ZADD', by_both(to), t[2], t[1])
+    redis.call('ZADD', KEYS[IX.first + 10], t[2], t[1])
   else
-    redis.call('ZREM', index_key(t[2], '', t[3]), t[1])
+    redis.call('ZREM', KEYS[IX.first + 10], t[1])
   end
 end
 
@@ -64,24 +58,19 @@ local function list_task(tenant_tasks, status)
   index_move(nil, status)
 end
 
--- The task in TASK leaves every index (an abandoned create; `tenant_tasks` is the caller's).
-local function index_drop()
-  index_move(redis.call('HGET', TASK, 'status'), nil)
-end
-
 -- An ended task (status `status`) expires in `ms` milliseconds: its hash by TTL, its index
--- entries by the sweep, which finds them through `task_expiry` (by time of expiry).
+-- entries by the sweep, which finds them through the tenant's expiry zset (by time of expiry).
 local function retain_for(status, ms)
   local t = redis.call('HMGET', TASK, 'task_id', 'tenant', 'capability')
   redis.call('PEXPIRE', TASK, ms)
   redis.call('ZADD', IX.expiry, NOW + ms / 1000, cmsgpack.pack({t[1], t[2], t[3], status}))
 end
 
--- Make a task (not terminal yet) terminal, refund `refund` units once per task, dequeue it, move
--- it in the indexes and start its retention (`use_indexes` first). `extra`: more field, value
--- pairs to set.
-local function finish(status, refund, refund_id, reason, extra)
-  local t = redis.call('HMGET', TASK, 'task_id', 'tenant', 'entry', 'resolved_model', 'status')
+-- Make a task (not terminal yet) terminal, refund `refund` units once per task, move it in the
+-- indexes, start its retention (`use_indexes` first) and take it out of the tenant's open tasks.
+-- `extra`: more field, value pairs to set; `money`: {wallet, ledger, ledger_order}.
+local function finish(status, refund, refund_id, reason, extra, money, open)
+  local t = redis.call('HMGET', TASK, 'task_id', 'tenant', 'resolved_model', 'status')
   local fields = {'status', status, 'completed_at', NOW, 'stage', status, 'refunded_units', refund}
   if status == 'succeeded' then
     fields[#fields + 1] = 'percent'
@@ -89,12 +78,11 @@ local function finish(status, refund, refund_id, reason, extra)
   end
   for i = 1, #extra do fields[#fields + 1] = extra[i] end
   redis.call('HSET', TASK, unpack(fields))
-  index_move(t[5], status)
+  index_move(t[4], status)
   retain_for(status, IX.ms)
-  if refund > 0 and redis.call('HEXISTS', LEDGER .. t[2], refund_id) == 0 then
-    append_entry(WALLET .. t[2], LEDGER .. t[2], ORDER .. t[2], refund_id, t[2], 'refund',
-      refund, reason, t[1], '', t[4] or '')
+  if refund > 0 and redis.call('HEXISTS', money[2], refund_id) == 0 then
+    append_entry(money[1], money[2], money[3], refund_id, t[2], 'refund', refund, reason, t[1], '',
+      t[3] or '')
   end
-  redis.call('SREM', QUEUED, t[1])
-  dequeue(t[3])
+  redis.call('ZREM', open, t[1])
 end

@@ -1,20 +1,20 @@
 """The Redis store's task listing: index zsets the task scripts keep, and task retention.
 
-Besides `tenant_tasks:{tenant}` (every task of the tenant by its sequence), a task is in three
-zsets scored the same way: its tenant's tasks in its status, of its capability, and in both
-(`RedisKeys.task_indexes`). `task_create.lua` adds it to its capability's, `task_confirm.lua`
-to its status's (an unconfirmed task is listed, but not under a status: as on SQLite), every
-script that changes its status moves it (`index_move` in task_common.lua), in the same atomic
-step. So a listing with
-any filters reads one zset from the `after` position: a page costs O(limit) commands and
-keys, however many of the tenant's tasks do not match.
+Besides the tenant's `tasks` zset (every task of the tenant by its sequence), a task is in
+three zsets scored the same way: its tenant's tasks in its status, of its capability, and in
+both (`RedisKeys.task_indexes`). `task_confirm.lua` lists it (an unconfirmed task is listed
+nowhere), every script that changes its status moves it (`index_move` in task_common.lua), in
+the same atomic step. So a listing with any filters reads one zset from the `after` position:
+a page costs O(limit) commands and keys, however many of the tenant's tasks do not match. All
+of it is in the tenant's slot.
 
 Retention: a task that ends gets a TTL on its hash (the store's `set_task_retention`,
-`task_retention_days` in the routing file) and an entry in `task_expiry`; `sweep_tasks` takes
-those entries out of the zsets once the time has come. A listing that meets an entry whose
-hash has expired before the sweep skips it, removes it and reads on, so a page is never short
-or padded because of one. Tasks written before the indexes existed are put in them, once, by
-`backfill_task_indexes` (`task_reindex.lua` per task; the version marker makes it one-time).
+`task_retention_days` in the routing file) and an entry in its tenant's `task_expiry`;
+`sweep_tasks` walks the tenants (`tenants.py`) and takes those entries out of the zsets once the
+time has come. A listing that meets an entry whose hash has expired before the sweep skips it,
+removes it and reads on, so a page is never short or padded because of one. Tasks written
+before the indexes existed are put in them, once, by `backfill_task_indexes` (`task_reindex`
+per task; the version marker makes it one-time).
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 
 from gateway.store.redis.codec import decode_task, text
 from gateway.store.redis.errors import store_errors
-from gateway.store.redis.keys import TASK_GROUP, RedisKeys
+from gateway.store.redis.keys import RedisKeys
+from gateway.store.redis.tenants import TenantWalk
 from gateway.store.tasks import TASK_RETENTION_SECONDS, TaskPage, TaskRecord, TaskStatus
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ _BACKFILL_BATCH = 200
 """Task keys per SCAN step of the backfill (one pipeline of `task_reindex` calls each)."""
 
 _expiry_entry = msgspec.msgpack.Decoder(tuple[str, str, str, str])
-"""A `task_expiry` member as `retain_until` packs it: task_id, tenant, capability, status."""
+"""A `task_expiry` member as `retain_for` packs it: task_id, tenant, capability, status."""
 
 
 class RedisTaskIndexArea:
@@ -53,11 +54,12 @@ class RedisTaskIndexArea:
     keys: RedisKeys
     _task_retention_ms: int = int(TASK_RETENTION_SECONDS * 1000)
     _indexes_ready = False
+    _sweep_walk: TenantWalk
 
     if TYPE_CHECKING:
 
         @property
-        def client(self) -> Redis: ...
+        def client(self) -> Redis | RedisCluster: ...
         @property
         def _s(self) -> Scripts: ...
 
@@ -66,13 +68,9 @@ class RedisTaskIndexArea:
             raise ValueError("task retention must be positive")
         self._task_retention_ms = max(1, round(seconds * 1000))
 
-    def _retention_keys(self) -> tuple[str]:
-        """KEYS a script that may end a task takes after its own (see `use_indexes`)."""
-        return (self.keys.task_expiry(),)
-
-    def _retention_args(self) -> tuple[str, int]:
-        """ARGV a script that changes a task's status takes after its own."""
-        return (self.keys.task_index_template(), self._task_retention_ms)
+    def _retention_ms(self) -> int:
+        """What a script that may end a task is given: how long the ended task is kept."""
+        return self._task_retention_ms
 
     async def list_tasks(
         self,
@@ -110,7 +108,7 @@ class RedisTaskIndexArea:
                     break
                 async with client.pipeline(transaction=False) as pipe:
                     for task_id, _ in ids:
-                        pipe.hgetall(k.task(task_id.decode()))
+                        pipe.hgetall(k.task(tenant, task_id.decode()))
                     rows = await pipe.execute()
                 expired: list[bytes] = []
                 for (task_id, _), row in zip(ids, rows, strict=True):
@@ -139,52 +137,73 @@ class RedisTaskIndexArea:
             await pipe.execute()
 
     async def sweep_tasks(self, *, limit: int = 500) -> int:
+        """Tenant by tenant (`tenants.py`): at most `limit` tasks and one page of tenants."""
         k, client = self.keys, self.client
+        swept = 0
         with store_errors:
             seconds, micros = await client.time()  # the clock the scripts' expiries are on
-            members: Any = await client.zrangebyscore(
-                k.task_expiry(), "-inf", seconds + micros / 1e6, start=0, num=limit
-            )
-            if not members:
-                return 0
-            async with client.pipeline(transaction=False) as pipe:
-                for member in members:
-                    task_id, tenant, capability, status = _expiry_entry.decode(member)
-                    pipe.delete(k.task(task_id))  # gone by its TTL already; never a live task
-                    pipe.zrem(k.tenant_tasks(tenant), task_id)
-                    for index in k.task_indexes(tenant, status, capability):
-                        pipe.zrem(index, task_id)
-                pipe.zrem(k.task_expiry(), *members)
-                await pipe.execute()
-        return len(members)
+            now = seconds + micros / 1e6
+            for tenant in await self._sweep_walk.page(client, k):
+                expiry = k.task_expiry(tenant)
+                members: Any = await client.zrangebyscore(
+                    expiry, "-inf", now, start=0, num=limit - swept
+                )
+                if not members:
+                    continue
+                async with client.pipeline(transaction=False) as pipe:
+                    for member in members:
+                        task_id, _, capability, status = _expiry_entry.decode(member)
+                        pipe.delete(k.task(tenant, task_id))  # gone by its TTL: never live
+                        pipe.zrem(k.tenant_tasks(tenant), task_id)
+                        for index in k.task_indexes(tenant, status, capability):
+                            pipe.zrem(index, task_id)
+                    pipe.zrem(expiry, *members)
+                    await pipe.execute()
+                swept += len(members)
+                if swept >= limit:
+                    break
+        return swept
 
     async def backfill_task_indexes(self) -> int:
         if self._indexes_ready:
             return 0
         k, client = self.keys, self.client
+        indexed = 0
         with store_errors:
             if await client.get(k.task_index_version()) == INDEX_VERSION:
                 self._indexes_ready = True
                 return 0
-            prefix, indexed, cursor = k.task(""), 0, 0
-            while True:
-                cursor, names = await client.scan(
-                    cursor, match=k.task_pattern(), count=_BACKFILL_BATCH, _type="HASH"
-                )
-                if names:
-                    indexed += await self._reindex([text(n)[len(prefix) :] for n in names])
-                if cursor == 0:
-                    break
+            batch: list[str] = []
+            async for name in client.scan_iter(
+                match=k.task_pattern(), count=_BACKFILL_BATCH, _type="HASH"
+            ):
+                batch.append(text(name))
+                if len(batch) >= _BACKFILL_BATCH:
+                    indexed += await self._reindex(batch)
+                    batch = []
+            if batch:
+                indexed += await self._reindex(batch)
             await client.set(k.task_index_version(), INDEX_VERSION)
         self._indexes_ready = True
         return indexed
 
-    async def _reindex(self, task_ids: Sequence[str]) -> int:
-        k, script = self.keys, self._s.task_reindex
-        queue = (k.task_queue(), k.tasks_queued(), *self._retention_keys())
-        common = (TASK_GROUP, k.wallet(""), k.ledger(""), k.ledger_order(""))
-        async with self.client.pipeline(transaction=False) as pipe:
-            for task_id in task_ids:  # queued: the pipeline loads the script if need be
-                keys = (k.task(task_id), *queue)
-                await script(keys=keys, args=(*common, *self._retention_args()), client=pipe)
-            return sum(int(n) for n in await pipe.execute())
+    async def _reindex(self, names: Sequence[str]) -> int:
+        """`task_reindex` for each task key (its capability read first: it builds the keys)."""
+        k, client, script = self.keys, self.client, self._s.task_reindex
+        tasks = [k.task_id_of(name) for name in names]
+        async with client.pipeline(transaction=False) as pipe:
+            for tenant, task_id in tasks:
+                pipe.hget(k.task(tenant, task_id), "capability")
+            capabilities: list[Any] = await pipe.execute()
+        indexed = 0
+        for (tenant, task_id), capability in zip(tasks, capabilities, strict=True):
+            res = await script(
+                keys=(
+                    k.task(tenant, task_id),
+                    k.task_expiry(tenant),
+                    *k.task_index_block(tenant, text(capability or b"")),
+                ),
+                args=(self._task_retention_ms, text(capability or b"")),
+            )
+            indexed += int(res[1]) if res[0] == b"ok" else 0
+        return indexed

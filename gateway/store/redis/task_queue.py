@@ -1,71 +1,91 @@
-"""The Redis store's task queue: a Stream with a consumer group that brings workers candidates.
+"""The Redis store's task queue: one Stream per shard (`keys.py`), each in a slot of its own, so
+that on a cluster the workers spread over the masters. A tenant's tasks go to one shard.
 
-`XREADGROUP` delivers new entries (blocking on a connection of its own, never on the request
-path's), `XAUTOCLAIM` hands over the entries of workers that stopped touching their tasks (idle
-at least one lease: the claim and touch scripts reset an entry's idle time whenever they set
-its lease), and `task_claim.lua` decides on each: it re-checks the task's status and lease. An
-entry is acknowledged and deleted when its task reaches a terminal state (`task_common.lua`).
+A task's state is in its tenant's slot and its queue entry in its shard's, so no script does
+both (docs/store.md, "The task queue"):
+
+1. `task_confirm.lua` marks the task queued and puts it in its tenant's open tasks
+   (`tasks_open`, by when to check it next); then `queue_add.lua` adds its entry to the shard,
+   idempotent per task (the shard's `entries` hash), so a retried confirm adds none twice.
+2. Workers read the shards (`XREADGROUP`, rotating over them so that each gets its turn) and
+   take over the entries of workers that stopped (`XAUTOCLAIM`, idle for a lease);
+   `task_claim.lua`, in the tenant's slot, alone decides whether an entry gives a claim: a task
+   already running under a live lease is busy (the entry comes back when the lease would end),
+   an ended, unknown or unconfirmed one is gone (its entry is dropped).
+3. A task that ends (finalize, cancel, out of attempts) leaves its tenant's open tasks in the
+   same script; its entry is dropped after (`queue_drop.lua`). An entry left behind (that step
+   failed) is met by a worker later, found gone, and dropped then.
+4. The reconcile (`task_queue_upkeep.py`, run by the claiming workers every
+   `RECONCILE_EVERY` seconds, by one process of the deployment at a time) walks the tenants
+   and adds the entry of every open task due for a check (queued for `RECHECK_SECONDS`, or
+   running past its lease): a no-op when it is there, the repair when a crash or a failover lost it.
+
+On one server (or behind Sentinel) a waiting worker blocks on all shards in one `XREADGROUP`
+on a connection of its own; on a cluster a read spans one slot, so it polls the shards every
+`POLL_SECONDS`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from redis.asyncio import Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialWithJitterBackoff
-from redis.commands.core import AsyncScript
-from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import ResponseError
-from redis.typing import KeyT, StreamIdT
 
+from gateway.errors import StoreUnavailable
 from gateway.store.ledger_ids import refund_id
 from gateway.store.redis.codec import decode_task as _task
+from gateway.store.redis.codec import text
 from gateway.store.redis.errors import store_errors
 from gateway.store.redis.keys import TASK_GROUP, RedisKeys
+from gateway.store.redis.tasks import RECHECK_SECONDS
 from gateway.store.tasks import WORKER_LOST, TaskRecord, worker_lost_error
 
 if TYPE_CHECKING:
-    from gateway.store.redis.scripts import Scripts
+    from gateway.store.redis.connect import Connections
 
-__all__ = ["RedisTaskQueueArea"]
+__all__ = ["POLL_SECONDS", "RedisTaskQueueArea"]
 
 _RECLAIM_EVERY = 1.0
-"""A waiting claim blocks on the stream this long at most, then looks for expired leases."""
-_CLAIM_BATCH = 16
+"""A process looks for expired leases at most this often (or each half lease, if shorter), and
+a waiting claim at least this often."""
+POLL_SECONDS = 0.2
+"""On a cluster, how often a waiting claim reads the shards again."""
+_CLAIM_BATCH = 10
+_RECLAIM_STEPS = 10
 
 _encoder = msgspec.msgpack.Encoder()
+_lost_error = _encoder.encode(worker_lost_error())
+
+Entry = tuple[int, bytes, dict[bytes, bytes]]
+"""(shard, entry id, fields) of a queue entry read."""
 
 
 class RedisTaskQueueArea:
     """Claiming tasks for `RedisStore`'s workers (a mixin: the store has the clients)."""
 
     keys: RedisKeys
-    url: str
-    _socket_timeout: float
-    _connect_timeout: float
-    _group_ready = False
-    _queue_client: Redis | None = None
-    """For blocking XREADGROUPs only: a wait never holds a connection others need."""
+    _groups: set[int]
+    _turn: int
+    _reclaim_after: float
+    _capabilities: dict[str, str]
 
     if TYPE_CHECKING:
 
         @property
-        def client(self) -> Redis: ...
+        def client(self) -> Redis | RedisCluster: ...
         @property
-        def _s(self) -> Scripts: ...
-        async def _task_script(
-            self,
-            script: AsyncScript,
-            task_id: str,
-            args: Sequence[Any],
-            more_keys: Sequence[str] = (),
+        def _connections(self) -> Connections: ...
+        async def _eval_hot(
+            self, name: str, keys: Sequence[str], args: Sequence[Any], *, durable: bool = False
         ) -> Any: ...
-        def _retention_keys(self) -> tuple[str]: ...
-        def _retention_args(self) -> tuple[str, int]: ...
+        def _retention_ms(self) -> int: ...
+        def _remember(self, task_id: str, capability: str) -> None: ...
+        async def _maybe_reconcile(self, worker_id: str) -> None: ...
 
     async def claim_task(
         self,
@@ -77,130 +97,265 @@ class RedisTaskQueueArea:
     ) -> TaskRecord | None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_seconds
+        claim = (worker_id, lease_seconds, max_attempts)
         while True:
-            task = await self._reclaim(worker_id, lease_seconds, max_attempts)
+            now = loop.time()
+            if now >= self._reclaim_after:
+                # Vanished workers' entries are looked for at most this often (per process,
+                # whatever its claiming loops): a lease's half, up to `_RECLAIM_EVERY`.
+                self._reclaim_after = now + min(_RECLAIM_EVERY, lease_seconds / 2)
+                await self._maybe_reconcile(worker_id)
+                task = await self._reclaim(*claim)
+                if task is not None:
+                    # A vanished worker seldom leaves one task: the next claim looks again.
+                    self._reclaim_after = now
+                    return task
+            task = await self._take_new(*claim)
             if task is not None:
                 return task
-            entries = await self._read_new(worker_id, min(deadline - loop.time(), _RECLAIM_EVERY))
-            for entry, task_id in entries:
-                task = await self._claim(entry, task_id, worker_id, lease_seconds, max_attempts)
-                if task is not None:
-                    return task
-            if not entries and loop.time() >= deadline:
+            left = deadline - loop.time()
+            if left <= 0:
                 return None
+            wait = min(left, max(0.001, self._reclaim_after - loop.time()))
+            task = await self._wait_new(wait, *claim)
+            if task is not None:
+                return task
 
-    async def task_queue_depth(self) -> int:
-        with store_errors:
-            return int(await self.client.scard(self.keys.tasks_queued()))
+    # Steps in the shard's slot -------------------------------------------------------------
+
+    async def _enqueue(self, tenant: str, task_id: str, capability: str) -> int:
+        """The task's entry in its shard (1 when it was added, 0 when it was there)."""
+        shard = self.keys.shard_of(tenant)
+        res = await self._eval_hot(
+            "queue_add",
+            (self.keys.task_queue(shard), self.keys.task_entries(shard)),
+            (TASK_GROUP, task_id, tenant, capability),
+        )
+        self._groups.add(shard)
+        return int(res[0])
+
+    async def _drop_entry(self, tenant: str, task_id: str, entry: bytes = b"") -> None:
+        """Drop a task's entry (its own, or `entry`); best effort: an entry left behind is
+        met later, found gone and dropped then."""
+        shard = self.keys.shard_of(tenant)
+        await self._drop(shard, task_id, entry)
+
+    async def _drop(self, shard: int, task_id: str, entry: bytes = b"") -> None:
+        k = self.keys
+        with contextlib.suppress(StoreUnavailable):
+            await self._eval_hot(
+                "queue_drop",
+                (k.task_queue(shard), k.task_entries(shard)),
+                (TASK_GROUP, task_id, entry),
+            )
+
+    # Claiming ------------------------------------------------------------------------------
+
+    def _order(self) -> list[int]:
+        """Every shard, starting one further each time: each shard gets its turn first."""
+        n = self.keys.shards
+        self._turn = (self._turn + 1) % n
+        return [(self._turn + i) % n for i in range(n)]
 
     async def _claim(
-        self, entry: bytes, task_id: str, worker_id: str, lease_seconds: float, max_attempts: int
+        self, entry: Entry, worker_id: str, lease_seconds: float, max_attempts: int
     ) -> TaskRecord | None:
-        res = await self._task_script(
-            self._s.task_claim,
-            task_id,
-            (
-                entry,
-                worker_id,
-                lease_seconds,
-                max_attempts,
-                refund_id(task_id),
-                WORKER_LOST,
-                _encoder.encode(worker_lost_error()),
-                *self._retention_args(),
-            ),
-            self._retention_keys(),
-        )
-        return _task(res[1]) if res[0] == b"claimed" else None
+        shard, entry_id, fields = entry
+        task_id = fields.get(b"task", b"").decode()
+        tenant = fields.get(b"tenant")
+        if not task_id or tenant is None:  # not an entry of this layout
+            await self._drop(shard, task_id, entry_id)
+            return None
+        tenant_name = tenant.decode()
+        capability = fields.get(b"capability", b"").decode()
+        k = self.keys
+        for _ in range(2):
+            res = await self._eval_hot(
+                "task_claim",
+                (
+                    k.task(tenant_name, task_id),
+                    k.tasks_open(tenant_name),
+                    k.task_expiry(tenant_name),
+                    *k.money(tenant_name),
+                    *k.task_index_block(tenant_name, capability),
+                ),
+                (
+                    worker_id,
+                    lease_seconds,
+                    max_attempts,
+                    refund_id(task_id),
+                    WORKER_LOST,
+                    _lost_error,
+                    self._retention_ms(),
+                    capability,
+                    RECHECK_SECONDS,
+                ),
+                durable=True,
+            )
+            if res[0] != b"capability":
+                break
+            capability = text(res[1])
+        kind = res[0]
+        if kind == b"claimed":
+            task = _task(res[1])
+            if task is not None:
+                self._remember(task_id, task.capability)
+            return task
+        if kind == b"busy":  # back when its lease would end, to whoever looks then
+            idle = max(0, int(lease_seconds * 1000) - int(res[1]))
+            with store_errors:
+                await self.client.xclaim(
+                    k.task_queue(shard),
+                    TASK_GROUP,
+                    worker_id,
+                    0,
+                    [entry_id],
+                    idle=idle,
+                    justid=True,
+                )
+        elif kind in (b"gone", b"failed"):
+            await self._drop(shard, task_id, entry_id)
+        return None
 
     async def _reclaim(
         self, worker_id: str, lease_seconds: float, max_attempts: int
     ) -> TaskRecord | None:
-        """The entries idle for a lease (their workers stopped touching them), oldest first."""
-        await self._ensure_group()
-        queue, start = self.keys.task_queue(), "0-0"
+        """The entries idle for a lease (their workers stopped touching them), shard by shard:
+        up to `_RECLAIM_STEPS` XAUTOCLAIMs of `_CLAIM_BATCH` per shard. The entries taken but
+        not claimed go back as idle as they were, so any worker finds them at once."""
         idle_ms = max(0, int(lease_seconds * 1000))
-        while True:
+        k = self.keys
+        for shard in self._order():
+            await self._ensure_group(shard)
+            queue, start = k.task_queue(shard), "0-0"
+            for _ in range(_RECLAIM_STEPS):
+                try:
+                    with store_errors:
+                        res: Any = await self.client.xautoclaim(
+                            queue, TASK_GROUP, worker_id, idle_ms, start, _CLAIM_BATCH
+                        )
+                except ResponseError as exc:
+                    self._lost_group(shard, exc)
+                    break
+                start = res[0]
+                entries = [(e, f) for e, f in res[1] if f]  # deleted since: no fields
+                for i, (entry_id, fields) in enumerate(entries):
+                    task = await self._claim(
+                        (shard, entry_id, fields), worker_id, lease_seconds, max_attempts
+                    )
+                    if task is not None:
+                        if rest := [e for e, _ in entries[i + 1 :]]:
+                            with store_errors:
+                                await self.client.xclaim(
+                                    queue,
+                                    TASK_GROUP,
+                                    worker_id,
+                                    0,
+                                    rest,
+                                    idle=idle_ms,
+                                    justid=True,
+                                )
+                        return task
+                if start in (b"0-0", "0-0"):
+                    break
+        return None
+
+    async def _take_new(
+        self, worker_id: str, lease_seconds: float, max_attempts: int
+    ) -> TaskRecord | None:
+        """One entry never delivered, from the first shard (in turn) that has one."""
+        k = self.keys
+        for shard in self._order():
+            await self._ensure_group(shard)
             try:
                 with store_errors:
-                    res: Any = await self.client.xautoclaim(
-                        queue, TASK_GROUP, worker_id, idle_ms, start, _CLAIM_BATCH
+                    res: Any = await self.client.xreadgroup(
+                        TASK_GROUP, worker_id, {k.task_queue(shard): ">"}, count=1
                     )
             except ResponseError as exc:
-                self._lost_group(exc)
-                return None
-            cursor, entries = res[0], [(e, f) for e, f in res[1] if f]  # deleted: no fields
-            for i, (entry, fields) in enumerate(entries):
-                task_id = fields[b"task"].decode()
-                task = await self._claim(entry, task_id, worker_id, lease_seconds, max_attempts)
-                if task is not None:
-                    # XAUTOCLAIM took the rest too: leave them as idle as they were, so any
-                    # worker (this one included) finds them at once.
-                    if rest := [e for e, _ in entries[i + 1 :]]:
-                        with store_errors:
-                            await self.client.xclaim(
-                                queue, TASK_GROUP, worker_id, 0, rest, idle=idle_ms, justid=True
-                            )
-                    return task
-            if cursor in (b"0-0", "0-0"):
-                return None
-            start = cursor
+                self._lost_group(shard, exc)
+                continue
+            for _, items in res or ():
+                for entry_id, fields in items:
+                    task = await self._claim(
+                        (shard, entry_id, fields), worker_id, lease_seconds, max_attempts
+                    )
+                    if task is not None:
+                        return task
+        return None
 
-    async def _read_new(self, worker_id: str, block_seconds: float) -> list[tuple[bytes, str]]:
-        """Entries never delivered (at most one), waiting up to `block_seconds` for one."""
-        await self._ensure_group()
-        # BLOCK 0 would wait forever: no wait left means no BLOCK at all.
-        block = max(1, int(block_seconds * 1000)) if block_seconds > 0 else None
-        streams: dict[KeyT, StreamIdT] = {self.keys.task_queue(): ">"}
+    async def _wait_new(
+        self, seconds: float, worker_id: str, lease_seconds: float, max_attempts: int
+    ) -> TaskRecord | None:
+        """Wait up to `seconds` for a new entry: blocking on every shard at once where one
+        command may (not a cluster), else a pause before the next look."""
+        blocking = self._connections.blocking(_RECLAIM_EVERY)
+        if blocking is None:
+            await asyncio.sleep(min(seconds, POLL_SECONDS))
+            return None
+        k = self.keys
+        order = self._order()
+        for shard in order:
+            await self._ensure_group(shard)
+        shard_of = {k.task_queue(s).encode(): s for s in order}
+        # BLOCK 0 would wait forever: at least a millisecond.
+        block = max(1, int(seconds * 1000))
         try:
             with store_errors:
-                res: Any = await self._queue().xreadgroup(
-                    TASK_GROUP, worker_id, streams, count=1, block=block
+                res: Any = await blocking.xreadgroup(
+                    TASK_GROUP,
+                    worker_id,
+                    {k.task_queue(s): ">" for s in order},
+                    count=1,
+                    block=block,
                 )
         except ResponseError as exc:
-            self._lost_group(exc)
-            return []
-        return [
-            (entry, fields[b"task"].decode()) for _, items in res or () for entry, fields in items
+            self._groups.clear()
+            if "NOGROUP" not in str(exc):
+                raise
+            return None
+        entries = [
+            (shard_of[stream], entry_id, fields)
+            for stream, items in res or ()
+            for entry_id, fields in items
         ]
+        found = None
+        for entry in entries:
+            if found is None:
+                found = await self._claim(entry, worker_id, lease_seconds, max_attempts)
+            else:  # more than one stream answered: the rest go to whoever looks next
+                with store_errors:
+                    await self.client.xclaim(
+                        k.task_queue(entry[0]),
+                        TASK_GROUP,
+                        worker_id,
+                        0,
+                        [entry[1]],
+                        idle=int(lease_seconds * 1000),
+                        justid=True,
+                    )
+        return found
 
-    async def _ensure_group(self) -> None:
-        if self._group_ready:
+    async def _ensure_group(self, shard: int) -> None:
+        """The shard's stream and consumer group, made once (by whoever comes first)."""
+        if shard in self._groups:
             return
         try:
             with store_errors:
-                # From id 0: tasks enqueued before any worker existed are delivered too.
+                # From id 0: tasks queued before any worker existed are delivered too.
                 await self.client.xgroup_create(
-                    self.keys.task_queue(), TASK_GROUP, id="0", mkstream=True
+                    self.keys.task_queue(shard), TASK_GROUP, id="0", mkstream=True
                 )
         except ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise
-        self._group_ready = True
+        self._groups.add(shard)
 
-    def _lost_group(self, exc: ResponseError) -> None:
+    def _lost_group(self, shard: int, exc: ResponseError) -> None:
         """NOGROUP: the stream is gone (a flushed Redis); the group is made again next time."""
         if "NOGROUP" not in str(exc):
             raise exc
-        self._group_ready = False
+        self._groups.discard(shard)
 
-    def _queue(self) -> Redis:
-        if self._queue_client is None:
-            self._queue_client = Redis.from_url(
-                self.url,
-                decode_responses=False,
-                socket_timeout=_RECLAIM_EVERY + self._socket_timeout,  # a BLOCK is that long
-                socket_connect_timeout=self._connect_timeout,
-                # One quick retry for a connection the server closed, as the store's own pool.
-                retry=Retry(
-                    ExponentialWithJitterBackoff(base=0.01, cap=0.05),
-                    1,
-                    supported_errors=(RedisConnectionError,),
-                ),
-            )
-        return self._queue_client
-
-    async def _close_task_queue(self) -> None:
-        client, self._queue_client, self._group_ready = self._queue_client, None, False
-        if client is not None:
-            await client.aclose()
+    def _forget_task_queue(self) -> None:
+        self._groups = set()

@@ -1,16 +1,17 @@
 -- task_touch: while `worker` runs the task, extend its lease and take its progress and/or its
 -- rewritten input; otherwise change nothing. Returns the task fields ({} when unknown).
--- KEYS: task, queue, queued
--- ARGV: group, wallet/ledger/order prefixes, worker, lease_seconds, has_progress (0/1),
---       percent, stage, message, has_input (0/1), input (msgpack)
-local st = redis.call('HMGET', TASK, 'status', 'worker_id', 'entry')
+-- KEYS: task, open
+-- ARGV: worker, lease_seconds, has_progress (0/1), percent, stage, message, has_input (0/1),
+--       input (msgpack), recheck_seconds
+local st = redis.call('HMGET', TASK, 'status', 'worker_id', 'task_id')
 if not st[1] then return {} end
-if st[1] == 'running' and st[2] == ARGV[5] then
-  redis.call('HSET', TASK, 'lease_until', NOW + tonumber(ARGV[6]))
-  if ARGV[7] == '1' then
-    redis.call('HSET', TASK, 'percent', ARGV[8], 'stage', ARGV[9], 'message', ARGV[10])
+if st[1] == 'running' and st[2] == ARGV[1] then
+  local lease_until = NOW + tonumber(ARGV[2])
+  redis.call('HSET', TASK, 'lease_until', lease_until)
+  if ARGV[3] == '1' then
+    redis.call('HSET', TASK, 'percent', ARGV[4], 'stage', ARGV[5], 'message', ARGV[6])
   end
-  if ARGV[11] == '1' then redis.call('HSET', TASK, 'input', ARGV[12]) end
-  hold_entry(ARGV[5], st[3])
+  if ARGV[7] == '1' then redis.call('HSET', TASK, 'input', ARGV[8]) end
+  redis.call('ZADD', KEYS[2], 'XX', lease_until + tonumber(ARGV[9]), st[3])
 end
 return redis.call('HGETALL', TASK)

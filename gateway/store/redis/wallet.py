@@ -1,5 +1,6 @@
 """The Redis store's wallet area: grants, the balance with its active holds, and the ledger
-(`grant.lua`, `wallet.lua`, `ledger.lua`, `ledger_range.lua`, each one script)."""
+(`grant.lua`, `wallet.lua`, `ledger.lua`, `ledger_range.lua`, each one script on the tenant's
+keys). A grant moves money: it goes through the pipelined client, durable."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from gateway.store.redis.errors import store_errors
 from gateway.store.redis.keys import RedisKeys
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
+    from redis.asyncio import Redis, RedisCluster
     from redis.commands.core import AsyncScript
 
     from gateway.store.redis.scripts import Scripts
@@ -28,11 +29,14 @@ class RedisWalletArea:
     if TYPE_CHECKING:
 
         @property
-        def client(self) -> Redis: ...
+        def client(self) -> Redis | RedisCluster: ...
         @property
         def _s(self) -> Scripts: ...
         async def _eval(
             self, script: AsyncScript, keys: Sequence[str], args: Sequence[Any]
+        ) -> Any: ...
+        async def _eval_hot(
+            self, name: str, keys: Sequence[str], args: Sequence[Any], *, durable: bool = False
         ) -> Any: ...
 
     async def grant(
@@ -44,11 +48,11 @@ class RedisWalletArea:
         reason: str,
         kind: LedgerKind = "grant",
     ) -> LedgerEntry:
-        k = self.keys
-        packed = await self._eval(
-            self._s.grant,
-            (k.wallet(tenant), k.ledger(tenant), k.ledger_order(tenant)),
+        packed = await self._eval_hot(
+            "grant",
+            self.keys.money(tenant),
             (entry_id, tenant, kind, amount_units, reason),
+            durable=True,
         )
         return decode_entry(packed)
 

@@ -149,6 +149,7 @@ class SqliteTaskArea:
 
     async def touch_task(
         self,
+        tenant: str,
         task_id: str,
         worker_id: str,
         *,
@@ -158,7 +159,9 @@ class SqliteTaskArea:
     ) -> TaskRecord | None:
         def body(conn: sqlite3.Connection, _now: float) -> TaskRecord | None:
             task = rows.load(conn, task_id)
-            if task is None or task.status != "running" or task.worker_id != worker_id:
+            if task is None or task.tenant != tenant:
+                return None
+            if task.status != "running" or task.worker_id != worker_id:
                 return task  # lost (or never held): the worker sees it and stops
             changes: dict[str, Any] = {"lease_until": self._clock() + lease_seconds}
             if progress is not None:
@@ -200,7 +203,7 @@ class SqliteTaskArea:
 
         def body(conn: sqlite3.Connection, _now: float) -> TaskRecord:
             task, unconfirmed = rows.load_row(conn, f.task_id)
-            if task is None:
+            if task is None or task.tenant != f.tenant:
                 raise KeyError(f.task_id)
             if unconfirmed:  # never charged nor claimed: nothing to end
                 raise ValueError(f"task {f.task_id!r} was never confirmed")

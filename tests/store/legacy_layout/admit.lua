@@ -1,0 +1,57 @@
+-- admit: rate limits, idempotency reservation and credit hold in one atomic step.
+-- KEYS: rate, idem, holds, hold_expiry, wallet, done
+-- ARGV: rpm, tpm, tokens, hold_units, hold_seconds, has_claim (0/1), fingerprint,
+--       hold_id, lease_seconds, call_id, done_ttl_seconds
+-- Returns {outcome, available_units, requests_level, tokens_level[, reply]}.
+-- A call already released (its caller gave up on this admission) takes nothing. A call that
+-- takes tokens marks its done key 'a': only then does its release give tokens back.
+if redis.call('EXISTS', KEYS[6]) == 1 then return {'abandoned', 0, '0', '0'} end
+local rpm, tpm = tonumber(ARGV[1]), tonumber(ARGV[2])
+local r, t = load_buckets(KEYS[1], rpm, tpm)
+purge_holds(KEYS[3], KEYS[4])
+local available = balance_units(KEYS[5]) - held_units(KEYS[3])
+
+local function result(outcome, reply)
+  return {outcome, available, exact(r), exact(t), reply}
+end
+
+if rpm > 0 and r < 1 then return result('rate_limited') end
+
+local claimed = ARGV[6] == '1'
+if claimed then
+  local rec = redis.call('HMGET', KEYS[2], 'fp', 'call', 'reply')
+  if rec[1] then
+    if rpm > 0 then r = r - 1 end
+    save_buckets(KEYS[1], rpm, r, tpm, t)
+    if rec[1] ~= ARGV[7] then return result('key_reused') end
+    if rec[3] then return result('replay', rec[3]) end
+    return result('in_progress')
+  end
+end
+
+local need = 0
+if tpm > 0 then
+  need = math.min(tonumber(ARGV[3]), tpm)
+  if t < need then return result('rate_limited') end
+end
+
+local hold = tonumber(ARGV[4])
+if hold > 0 and hold > available then
+  if rpm > 0 then r = r - 1 end
+  save_buckets(KEYS[1], rpm, r, tpm, t)
+  return result('insufficient_credits')
+end
+
+if rpm > 0 then r = r - 1 end
+t = t - need
+save_buckets(KEYS[1], rpm, r, tpm, t)
+if need > 0 then redis.call('SET', KEYS[6], 'a', 'EX', ARGV[11]) end
+local hold_seconds = tonumber(ARGV[5])
+if hold > 0 and hold_seconds > 0 then
+  place_hold(KEYS[3], KEYS[4], ARGV[8], hold, hold_seconds)
+end
+if claimed then
+  redis.call('HSET', KEYS[2], 'fp', ARGV[7], 'call', ARGV[10])
+  redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[9]) * 1000)
+end
+return result('admitted')

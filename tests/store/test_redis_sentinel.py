@@ -1,0 +1,64 @@
+"""The store behind Sentinel (a primary, a replica, three sentinels): it works through the
+sentinels' primary, and when that primary is killed it follows the new one (the pipelined
+client and redis-py both ask the sentinels again) with only retryable failures meanwhile."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gateway.errors import StoreUnavailable
+from gateway.store.base import AdmissionOutcome
+from gateway.store.redis import RedisStore
+from tests.store.support import Run, admission, settlement
+from tests.support.redis_sentinel import LocalSentinel
+from tests.support.serial import SERIAL
+from tests.support.waiting import wait_until
+
+
+@pytest.fixture
+def sentinel(redis_binary: str, tmp_path: Path) -> Iterator[LocalSentinel]:
+    with LocalSentinel.running(redis_binary, tmp_path / "sentinel") as running:
+        yield running
+
+
+def _paid_call(store: RedisStore, run: Run, call_id: str, charge: int) -> bool:
+    """One call admitted and settled; False when the store was unavailable for it."""
+    adm = admission(call_id, hold=charge, rpm=0)
+    try:
+        assert run(store.admit(adm)).outcome is AdmissionOutcome.ADMITTED
+        run(store.settle(settlement(adm, charge=charge)))
+    except StoreUnavailable:
+        return False
+    return True
+
+
+@SERIAL
+def test_the_store_follows_the_primary_through_a_failover(
+    sentinel: LocalSentinel, run: Run
+) -> None:
+    store = RedisStore(sentinel.url, prefix="st:")
+    run(store.open())
+    try:
+        run(store.grant("t1", 1_000, entry_id="g1", reason="start"))
+        assert _paid_call(store, run, "c1", 10)
+        before = sentinel.primary_port()
+        sentinel.primary.kill()
+        # Until the sentinels promote the replica, calls fail as StoreUnavailable (retryable).
+        wait_until(lambda: not _paid_call(store, run, "c-down", 1), what="a refused call")
+        wait_until(lambda: sentinel.primary_port() != before, timeout=30, what="a new primary")
+        sentinel.primary.start()  # back, as the new primary's replica
+        wait_until(sentinel.replicated, timeout=30, what="the new primary's replica")
+        # The store talks to the new primary: calls and money writes (which wait for the
+        # replica) go through again, and what was answered before is there.
+        wait_until(lambda: _paid_call(store, run, "c2", 5), what="a call on the new primary")
+        entries = run(store.ledger("t1", limit=100)).entries
+        charges = {e.id for e in entries if e.kind == "charge"}
+        assert {"charge:c1", "charge:c2"} <= charges
+        balance = run(store.wallet("t1")).balance_units
+        assert balance == sum(e.amount_units for e in entries)
+        assert run(store.grant("t1", 1, entry_id="g2", reason="after")).amount_units == 1
+    finally:
+        run(store.close())
