@@ -1,8 +1,12 @@
-# One gateway process (uvicorn + uvloop + httptools). Run several behind a load balancer with
-# GATEWAY_STORE_URL=redis://... so that wallets, idempotency and limits are shared
-# (docs/deploy.md). Configuration comes from the environment and a routing file: mount your
-# own over /app/config/gateway.toml (or set GATEWAY_CONFIG). No secret is baked in: provider
-# keys come from the environment variables the routing file names (api_key_env).
+# The gateway (uvicorn + uvloop + httptools): one process by default, on the embedded SQLite
+# store. With GATEWAY_STORE_URL=redis://... wallets, idempotency and limits are shared, so run
+# several containers behind a load balancer and, in each, one serving process per core it gets:
+#   docker run ... -e GATEWAY_STORE_URL=redis://redis:6379/0 gateway gateway serve --processes 4
+# (or -e GATEWAY_PROCESSES=4; docs/deploy.md). `gateway serve` stays the main process and
+# supervises them: SIGTERM drains them all. Configuration comes from the environment and a
+# routing file: mount your own over /app/config/gateway.toml (or set GATEWAY_CONFIG). No secret
+# is baked in: provider keys come from the environment variables the routing file names
+# (api_key_env).
 
 FROM python:3.11-slim AS build
 WORKDIR /src
@@ -13,7 +17,7 @@ RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
-    GATEWAY_HOST=0.0.0.0 GATEWAY_PORT=8080 \
+    GATEWAY_HOST=0.0.0.0 GATEWAY_PORT=8080 GATEWAY_PROCESSES=1 \
     GATEWAY_CONFIG=/app/config/gateway.toml GATEWAY_DATA_DIR=/data
 WORKDIR /app
 COPY --from=build /wheels /wheels

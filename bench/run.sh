@@ -12,7 +12,9 @@
 #
 # Environment knobs (defaults in brackets):
 #   LABEL            results folder name                                  [run-<date>-<time>]
-#   BACKENDS         store backends to measure, in order                  ["sqlite redis"]
+#   BACKENDS         store backends to measure, in order: sqlite, redis, cluster (a local
+#                    Redis Cluster, 3 masters + 3 replicas by bench/cluster.sh on
+#                    CLUSTER_PORT.., 7100; money writes wait for a replica)   ["sqlite redis"]
 #   IDEM_BACKENDS    backends that also run the unique-Idempotency-Key load ["sqlite redis"]
 #   REDIS_URL        Redis for the redis backend; its DB is FLUSHED first [redis://127.0.0.1:6379/15]
 #                    (unset and nothing answering on 127.0.0.1:6379: a private redis-server is
@@ -27,6 +29,14 @@
 #   SKIP_STREAM=1    skip the streaming part
 #   IDLE_WAIT        seconds of quiet before the idle RSS reading         [5]
 #   LOG_LEVEL        GATEWAY_LOG_LEVEL of the gateway                     [info]
+#   PROCESSES        serving processes of the gateway (`serve --processes`; above 1 needs
+#                    BACKENDS=redis); CPU is the whole group's, requests are counted per pid [1]
+#   API              the path measured: chat (POST /v1/chat/completions, OpenAI mock), messages
+#                    (POST /v1/messages to an Anthropic upstream, passed through: direct is the
+#                    Anthropic mock, bench/mock_anthropic.py on 127.0.0.1:8002), or
+#                    messages-translated (POST /v1/messages to the OpenAI mock, translated;
+#                    direct is the OpenAI mock with the chat body the gateway sends it). The
+#                    Messages paths skip the streaming part (stream_bench.py speaks OpenAI) [chat]
 #   GATEWAY_PORT     gateway listen port (127.0.0.1)                      [8090]
 #   VENV             venv with the project installed (gateway CLI)        [$VIRTUAL_ENV or /tmp/gwvenv]
 #   INSTALL=0        do not install missing tools (wrk via apt-get, psutil via pip); fail instead
@@ -51,6 +61,9 @@ STREAM_N="${STREAM_N:-200}"
 SKIP_STREAM="${SKIP_STREAM:-0}"
 IDLE_WAIT="${IDLE_WAIT:-5}"
 LOG_LEVEL="${LOG_LEVEL:-info}"
+PROCESSES="${PROCESSES:-1}"
+PROCESS_ARGS=()  # only when asked for, so that a version without the option can be measured
+[ "$PROCESSES" = 1 ] || PROCESS_ARGS=(--processes "$PROCESSES")
 GATEWAY_PORT="${GATEWAY_PORT:-8090}"
 OWN_REDIS_PORT="${OWN_REDIS_PORT:-6399}"
 VENV="${VENV:-${VIRTUAL_ENV:-/tmp/gwvenv}}"
@@ -66,6 +79,21 @@ DIRECT_URL="http://127.0.0.1:$MOCK_PORT/v1"
 GW_URL="http://127.0.0.1:$GATEWAY_PORT/v1"
 RUN_DIR="$OUT_DIR/$LABEL"
 BODY='{"model":"bench-model","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Say hello in one short sentence."}],"max_tokens":16}'
+API="${API:-chat}"
+ANTHROPIC_MOCK_PORT=8002
+messages_body() { echo '{"model":"'"$1"'","system":"You are a helpful assistant.","messages":[{"role":"user","content":"Say hello in one short sentence."}],"max_tokens":16}'; }
+case "$API" in  # what the gateway is sent (GW_*) and what the direct baseline is sent (DIRECT_*)
+  chat) GW_PATH=/chat/completions; GW_BODY=$BODY; GW_MARK='"choices"'
+        DIRECT_PATH=/chat/completions; DIRECT_BODY=$BODY; DIRECT_MARK='"choices"' ;;
+  messages) GW_PATH=/messages; GW_BODY=$(messages_body bench-claude); GW_MARK='"content"'
+        DIRECT_URL="http://127.0.0.1:$ANTHROPIC_MOCK_PORT/v1"
+        DIRECT_PATH=/messages; DIRECT_BODY=$GW_BODY; DIRECT_MARK='"content"'; SKIP_STREAM=1 ;;
+  messages-translated) GW_PATH=/messages; GW_BODY=$(messages_body bench-model); GW_MARK='"content"'
+        DIRECT_PATH=/chat/completions; DIRECT_BODY=$BODY; DIRECT_MARK='"choices"'; SKIP_STREAM=1 ;;
+  *) echo "run.sh: unknown API $API (chat, messages, messages-translated)" >&2; exit 1 ;;
+esac
+ROUTE="/v1$GW_PATH"
+export BENCH_ROUTE="$ROUTE"
 
 say() { echo "[$(date +%T)] $*"; }
 die() { echo "run.sh: $*" >&2; exit 1; }
@@ -85,11 +113,12 @@ fi
 "$PY" -c 'import uvicorn, uvloop, httptools' || die "$VENV lacks uvicorn/uvloop/httptools (pip install -e . installs them)"
 command -v curl >/dev/null || die "curl is missing: apt-get install -y curl"
 for b in $BACKENDS; do
-  case "$b" in sqlite|redis) ;; *) die "unknown backend $b (sqlite, redis)";; esac
+  case "$b" in sqlite|redis|cluster) ;; *) die "unknown backend $b (sqlite, redis, cluster)";; esac
 done
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 port_busy "$MOCK_PORT" && die "127.0.0.1:$MOCK_PORT is already in use (the mock upstream needs it)"
+[ "$API" != messages ] || ! port_busy "$ANTHROPIC_MOCK_PORT" || die "127.0.0.1:$ANTHROPIC_MOCK_PORT is already in use (the Anthropic mock needs it)"
 port_busy "$GATEWAY_PORT" && die "127.0.0.1:$GATEWAY_PORT is already in use (set GATEWAY_PORT)"
 
 # ---- process bookkeeping: everything started here is stopped by PID -------------------------
@@ -105,6 +134,7 @@ stop_pid() {  # $1 pid: TERM, wait up to 10 s, then KILL
 cleanup() {
   local i
   for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${PIDS[$i]}"; done
+  [ -d "$WORK_TMP/cluster" ] && "$HERE/cluster.sh" stop "$WORK_TMP/cluster"
   rm -rf "$WORK_TMP"
 }
 trap cleanup EXIT
@@ -124,8 +154,8 @@ stats() { "$PY" "$HERE/proc_stats.py" "$1"; }      # {"rss_mib":..,"cpu_s":..}
 jget() { "$PY" -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
 now() { date +%s.%N; }
 
-# Requests the gateway answered on the chat route so far (its log has one line per request).
-served() { grep -c '"route":"/v1/chat/completions"' "$1" 2>/dev/null || true; }
+# Requests the gateway answered on the measured route so far (its log has one line per request).
+served() { grep -c "\"route\":\"$ROUTE\"" "$1" 2>/dev/null || true; }
 
 # ---- Redis ------------------------------------------------------------------------------------
 REDIS_PID=""
@@ -166,17 +196,19 @@ redis_pid_of() {  # the redis-server's PID, if it runs on this machine
 run_wrk() {  # $1 role(baseline|target) $2 url $3 key $4 conc $5 round $6 res dir $7 idem(0|1) $8 gw pid $9 gw log
   local role=$1 url=$2 key=$3 c=$4 r=$5 res=$6 idem=$7 gpid=$8 glog=$9 t out line s0 s1 n0 n1 label
   t=$(( WRK_THREADS < c ? WRK_THREADS : c ))
-  export BENCH_BODY="$BODY" BENCH_API_KEY="$key"
+  local path=$DIRECT_PATH
+  export BENCH_BODY="$DIRECT_BODY" BENCH_API_KEY="$key"
+  [ "$role" = target ] && { path=$GW_PATH; export BENCH_BODY="$GW_BODY"; }
   label=$([ "$role" = target ] && basename "$res" || echo direct)
   if [ "$role" = target ]; then s0=$(stats "$gpid"); n0=$(served "$glog"); fi
   if [ "$WARMUP" -gt 0 ]; then
     [ "$idem" = 1 ] && export BENCH_IDEMPOTENCY_PREFIX="$LABEL-$role-c$c-r$r-warm-$RANDOM$RANDOM"
     timeout $((WARMUP + 30)) "$WRK" -t"$t" -c"$c" -d"${WARMUP}s" --timeout "$WRK_TIMEOUT" \
-      -s "$HERE/wrk_chat.lua" "$url/chat/completions" >/dev/null
+      -s "$HERE/wrk_chat.lua" "$url$path" >/dev/null
   fi
   [ "$idem" = 1 ] && export BENCH_IDEMPOTENCY_PREFIX="$LABEL-$role-c$c-r$r-$RANDOM$RANDOM"
   out=$(timeout $((DURATION + 30)) "$WRK" -t"$t" -c"$c" -d"${DURATION}s" --timeout "$WRK_TIMEOUT" \
-      -s "$HERE/wrk_chat.lua" "$url/chat/completions")
+      -s "$HERE/wrk_chat.lua" "$url$path")
   unset BENCH_IDEMPOTENCY_PREFIX
   line=$(grep '^WRKJSON ' <<<"$out" | sed 's/^WRKJSON //')
   [ -n "$line" ] || { echo "wrk gave no result for $role c=$c: $out" >&2; return 1; }
@@ -219,14 +251,14 @@ wrk_phase() {  # $1 res dir, $2 key, $3 idem, $4 gw pid, $5 gw log
   done
 }
 
-sanity() {  # $1 base url, $2 key, $3 extra header (optional)
-  local auth=() extra=() out code
-  [ -n "$2" ] && auth=(-H "Authorization: Bearer $2")
+sanity() {  # $1 base url, $2 key (none: the direct baseline), $3 extra header (optional)
+  local auth=() extra=() out code body=$DIRECT_BODY path=$DIRECT_PATH mark=$DIRECT_MARK
+  [ -n "$2" ] && { auth=(-H "Authorization: Bearer $2"); body=$GW_BODY; path=$GW_PATH; mark=$GW_MARK; }
   [ -n "${3:-}" ] && extra=(-H "$3")
   out=$(curl -s -m 30 -w '\n%{http_code}' "${auth[@]}" "${extra[@]}" -H 'Content-Type: application/json' \
-        -d "$BODY" "$1/chat/completions") || die "sanity: $1 unreachable"
+        -d "$body" "$1$path") || die "sanity: $1 unreachable"
   code="${out##*$'\n'}"
-  if [ "$code" != 200 ] || ! grep -q '"choices"' <<<"$out"; then
+  if [ "$code" != 200 ] || ! grep -q "$mark" <<<"$out"; then
     die "sanity: $1 answered HTTP $code: ${out:0:300}"
   fi
 }
@@ -236,6 +268,7 @@ bench_backend() {  # $1 backend
   local backend=$1 res="$RUN_DIR/$1" store_url="" key t0 t1 t2 gpid glog idle after_wrk after_stream after_all
   local rpid="" ridle="" rafter="" m0 m1 n_wrk0 n_wrk1 n_s0 n_s1 s_wrk0 data_dir
   mkdir -p "$res"
+  [ "$PROCESSES" = 1 ] || [ "$backend" != sqlite ] || die "PROCESSES=$PROCESSES needs a Redis backend"
   glog="$res/gateway.log"
   data_dir="$WORK_TMP/data-$backend"
   SQLITE_WAL=""; [ "$backend" = sqlite ] && SQLITE_WAL="$data_dir/gateway.db-wal"
@@ -249,12 +282,20 @@ bench_backend() {  # $1 backend
     GATEWAY_CONFIG="$CONFIG" GATEWAY_STORE_URL="$store_url" GATEWAY_DATA_DIR="$data_dir" \
       "$GW" credits grant --tenant default --amount 1000000000 --reason "bench grant" >/dev/null 2>&1
     rpid=$(redis_pid_of)
+  elif [ "$backend" = cluster ]; then
+    say "[$backend] starting a Redis Cluster (3 masters, 3 replicas) on 127.0.0.1:${CLUSTER_PORT:-7100}.."
+    store_url=$("$HERE/cluster.sh" start "$WORK_TMP/cluster" "${CLUSTER_PORT:-7100}")
+    key=$(GATEWAY_CONFIG="$CONFIG" GATEWAY_STORE_URL="$store_url" GATEWAY_DATA_DIR="$data_dir" \
+          "$GW" keys create --tenant default 2>/dev/null)
+    GATEWAY_CONFIG="$CONFIG" GATEWAY_STORE_URL="$store_url" GATEWAY_DATA_DIR="$data_dir" \
+      "$GW" credits grant --tenant default --amount 1000000000 --reason "bench grant" >/dev/null 2>&1
   fi
 
   say "[$backend] starting the gateway on 127.0.0.1:$GATEWAY_PORT (store: ${store_url:-embedded SQLite in $data_dir})"
   t0=$(now)
   GATEWAY_CONFIG="$CONFIG" GATEWAY_STORE_URL="$store_url" GATEWAY_DATA_DIR="$data_dir" \
     GATEWAY_LOG_LEVEL="$LOG_LEVEL" "$GW" serve --host 127.0.0.1 --port "$GATEWAY_PORT" \
+    ${PROCESS_ARGS[@]+"${PROCESS_ARGS[@]}"} \
     > "$glog" 2> "$res/gateway.err" &
   gpid=$!; PIDS+=("$gpid")
   wait_http "$GW_URL/health" 60 "$gpid" || { cat "$res/gateway.err" >&2; die "gateway did not start"; }
@@ -306,13 +347,18 @@ bench_backend() {  # $1 backend
   "$PY" - "$res/meta.json" "$backend" "${store_url:-embedded sqlite}" "$t0" "$t1" "$t2" "$idle" \
       "$s_wrk0" "$after_wrk" "$after_stream" "$after_all" "$n_wrk0" "$n_wrk1" "$n_s0" "$n_s1" \
       "$m0" "$m1" "${ridle:-null}" "${rafter:-null}" "$(served "$glog")" <<'EOF'
-import json, sys
+import json, os, sys
 (out, backend, store, t0, t1, t2, idle, s_wrk0, after_wrk, after_stream, after_all,
  n_wrk0, n_wrk1, n_s0, n_s1, m0, m1, ridle, rafter, total) = sys.argv[1:]
 j = json.loads
 idle, s_wrk0, after_wrk, after_stream, after_all = map(j, (idle, s_wrk0, after_wrk, after_stream, after_all))
 m0, m1, ridle, rafter = map(j, (m0, m1, ridle, rafter))
 n_wrk = int(n_wrk1) - int(n_wrk0)
+by_pid = {}  # with several processes: how the kernel spread the requests
+for line in open(out.rsplit("/", 1)[0] + "/gateway.log", errors="replace"):
+    if f'"route":"{os.environ["BENCH_ROUTE"]}"' in line and '"pid":' in line:
+        pid = line.rsplit('"pid":', 1)[1].split("}", 1)[0].split(",", 1)[0]
+        by_pid[pid] = by_pid.get(pid, 0) + 1
 n_s = int(n_s1) - int(n_s0)
 cpu_wrk = after_wrk["cpu_s"] - s_wrk0["cpu_s"]
 cpu_s = after_stream["cpu_s"] - after_wrk["cpu_s"]
@@ -331,6 +377,7 @@ meta = {
     "streams_served (warm-ups included)": n_s,
     "stream_cpu_ms_per_stream (whole phase)": round(cpu_s * 1000 / n_s, 4) if n_s else None,
     "chat_requests_served_total": int(total),
+    "chat_requests_by_pid": by_pid,
     "mock_cpu_s_during_bench": round(m1["cpu_s"] - m0["cpu_s"], 1),
     "mock_rss_after_mib": m1["rss_mib"],
 }
@@ -386,6 +433,7 @@ json.dump({
     "knobs": {"BACKENDS": "$BACKENDS", "IDEM_BACKENDS": "$IDEM_BACKENDS", "CONCURRENCY": "$CONCURRENCY",
               "DURATION": $DURATION, "WARMUP": $WARMUP, "ROUNDS": $ROUNDS, "WRK_THREADS": $WRK_THREADS,
               "STREAM_N": $STREAM_N, "SKIP_STREAM": "$SKIP_STREAM", "LOG_LEVEL": "$LOG_LEVEL",
+              "PROCESSES": $PROCESSES, "API": "$API",
               "IDLE_WAIT": $IDLE_WAIT},
 }, open(out, "w"), indent=1)
 EOF
@@ -394,6 +442,13 @@ say "starting the mock upstream on 127.0.0.1:$MOCK_PORT"
 "$PY" "$HERE/mock_upstream.py" --host 127.0.0.1 --port "$MOCK_PORT" > "$RUN_DIR/mock.log" 2>&1 &
 MOCK_PID=$!; PIDS+=("$MOCK_PID")
 wait_http "http://127.0.0.1:$MOCK_PORT/health" 30 "$MOCK_PID" || die "mock upstream did not start"
+if [ "$API" = messages ]; then
+  say "starting the Anthropic mock upstream on 127.0.0.1:$ANTHROPIC_MOCK_PORT"
+  "$PY" "$HERE/mock_anthropic.py" --host 127.0.0.1 --port "$ANTHROPIC_MOCK_PORT" > "$RUN_DIR/mock-anthropic.log" 2>&1 &
+  ANTHROPIC_MOCK_PID=$!; PIDS+=("$ANTHROPIC_MOCK_PID")
+  wait_http "http://127.0.0.1:$ANTHROPIC_MOCK_PORT/health" 30 "$ANTHROPIC_MOCK_PID" || die "Anthropic mock did not start"
+  MOCK_PID=$ANTHROPIC_MOCK_PID  # the mock whose CPU the run reports
+fi
 sanity "$DIRECT_URL" ""
 
 for b in $BACKENDS; do

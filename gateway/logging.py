@@ -16,6 +16,7 @@ import asyncio
 import atexit
 import contextlib
 import logging
+import os
 import sys
 from collections.abc import MutableMapping
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 import msgspec
 import structlog
 
-__all__ = ["configure_logging", "get_logger"]
+__all__ = ["configure_logging", "get_logger", "name_the_process"]
 
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 _encode = msgspec.json.Encoder().encode
@@ -31,6 +32,16 @@ _encode = msgspec.json.Encoder().encode
 
 def _render(_: Any, __: str, event: MutableMapping[str, Any]) -> bytes:
     return _encode(event)
+
+
+_PROCESS: dict[str, int] = {}
+"""`{"pid": ...}` when several processes write to one stream (`name_the_process`)."""
+
+
+def _name_process(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    if _PROCESS:
+        event.update(_PROCESS)
+    return event
 
 
 _FLUSH_DELAY_SECONDS = 0.25
@@ -82,6 +93,16 @@ class _StandardToStructured(logging.Handler):
 _CONFIGURED: list[_BatchedLines] = []
 
 
+def name_the_process(on: bool) -> None:
+    """With `on`, every line names this process (`pid`): several write to one stream.
+
+    The processor that adds it is always in the chain, reading `_PROCESS`, because loggers
+    cache their chain on first use: a process forked from one that had logged keeps it."""
+    _PROCESS.clear()
+    if on:
+        _PROCESS["pid"] = os.getpid()
+
+
 def configure_logging(level: str = "info", *, stream: Any = None) -> None:
     """JSON lines at `level` and above to `stream` (stdout's bytes by default)."""
     numeric = _LEVELS.get(level.lower(), 20)
@@ -95,6 +116,7 @@ def configure_logging(level: str = "info", *, stream: Any = None) -> None:
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
+            _name_process,
             _render,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),

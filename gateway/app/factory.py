@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,8 +21,8 @@ from gateway.config.live import ConfigWatcher
 from gateway.config.loader import GatewayConfig, load_config
 from gateway.http.exception_handler import handle_exception
 from gateway.http.middleware import RequestContextMiddleware
-from gateway.logging import configure_logging
-from gateway.metrics import open_metrics
+from gateway.logging import configure_logging, name_the_process
+from gateway.metrics import MetricsExporter, open_metrics
 
 __all__ = ["create_app"]
 
@@ -29,7 +31,9 @@ def create_app(settings: Settings | None = None, config: GatewayConfig | None = 
     """Build the app; the routing file is read now, so a bad one stops start-up here."""
     settings = settings or Settings.from_env()
     config = config or load_config(settings.config_path)
+    several = settings.processes > 1
     configure_logging(settings.log_level)
+    name_the_process(several)
     metrics, exporter = open_metrics(settings.metrics, units_per_credit=UNITS_PER_CREDIT)
 
     @asynccontextmanager
@@ -41,8 +45,11 @@ def create_app(settings: Settings | None = None, config: GatewayConfig | None = 
                 # Requests read app.state.resources when they start: they finish on theirs.
                 app.state.resources = await runtime.configure(new)
 
-            watcher = ConfigWatcher(config, apply, poll_seconds=settings.config_poll_seconds)
+            watcher = ConfigWatcher(
+                config, apply, poll_seconds=settings.config_poll_seconds, recheck_at_start=several
+            )
             watcher.start()
+            publishing = _publish_facts(app, exporter) if exporter is not None else None
             # Everything built so far lives as long as the process. Freezing it keeps the
             # full collections from rescanning it: measured, they stalled the loop ~60 ms.
             gc.collect()
@@ -51,6 +58,12 @@ def create_app(settings: Settings | None = None, config: GatewayConfig | None = 
                 yield
             finally:
                 await watcher.close()
+                if publishing is not None:
+                    publishing.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await publishing
+                if exporter is not None:
+                    exporter.retire()
 
     app = Litestar(
         route_handlers=route_handlers(),
@@ -69,3 +82,22 @@ def create_app(settings: Settings | None = None, config: GatewayConfig | None = 
     # headers, a log line and metrics like every other response.
     app.asgi_handler = RequestContextMiddleware(app.asgi_handler, metrics)
     return app
+
+
+_PUBLISH_SECONDS = 1.0
+
+
+def _publish_facts(app: Litestar, exporter: MetricsExporter) -> asyncio.Task[None] | None:
+    """Multiprocess mode: this process's routing-file version, breakers and process metrics
+    to the shared folder once a second, so a scrape answered by another process shows them
+    (at most a second old; the answering process's own are read at the scrape)."""
+    if not exporter.multiprocess:
+        return None
+
+    async def publish() -> None:
+        while True:
+            resources = app.state.resources
+            exporter.publish(resources.config.version, resources.router.breaker_states())
+            await asyncio.sleep(_PUBLISH_SECONDS)
+
+    return asyncio.get_running_loop().create_task(publish())

@@ -15,6 +15,7 @@ __all__ = [
     "DEFAULT_CONFIG",
     "DEFAULT_DATA_DIR",
     "LOG_LEVELS",
+    "MAX_PROCESSES",
     "Settings",
     "SettingsError",
     "default_config",
@@ -25,6 +26,7 @@ DEFAULT_CONFIG = Path("config/gateway.toml")
 
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+MAX_PROCESSES = 256
 
 
 class SettingsError(ValueError):
@@ -95,7 +97,10 @@ class Settings:
     key_cache_seconds: float | None = None
     """How long a looked-up API key is trusted in process; None: 0 on SQLite, 1 s on Redis."""
     workers: int = 4
-    """Tasks the in-process worker runs at once (0: none; run `gateway worker` instead)."""
+    """Tasks the in-process worker runs at once (0: none; run `gateway worker` instead); with
+    several processes, split between them (`gateway.app.processes`)."""
+    processes: int = 1
+    """Processes serving the port (`serve --processes`); more than one needs a Redis store."""
     artifacts_dir: Path | None = None
     """Where artifact bytes live; None: `data_dir/artifacts`."""
     signing_secret: str = ""
@@ -133,6 +138,7 @@ class Settings:
             if cache
             else None,
             workers=_number(env, "GATEWAY_WORKERS", "4", int, 0, 1024),
+            processes=_number(env, "GATEWAY_PROCESSES", "1", int, 1, MAX_PROCESSES),
             artifacts_dir=Path(artifacts) if artifacts else None,
             signing_secret=env.get("GATEWAY_SIGNING_SECRET", ""),
             public_url=env.get("GATEWAY_PUBLIC_URL", ""),
@@ -161,4 +167,4 @@ class Settings:
     def resolved_key_cache_seconds(self) -> float:
         if self.key_cache_seconds is not None:
             return self.key_cache_seconds
-        return 1.0 if self.resolved_store_url.startswith(("redis://", "rediss://")) else 0.0
+        return 0.0 if self.resolved_store_url.startswith("sqlite:") else 1.0

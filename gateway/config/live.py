@@ -37,12 +37,18 @@ class ConfigWatcher:
         apply: Callable[[GatewayConfig], Awaitable[object]],
         *,
         poll_seconds: float = 1.0,
+        recheck_at_start: bool = False,
     ) -> None:
+        """`recheck_at_start`: `config` was read before this process began (a serving process
+        forked from the supervisor's copy), so the file is read once more when it starts; what
+        changed meanwhile, or a SIGHUP that came before the handler, is not missed."""
         self.config = config
         self._apply = apply
         self._poll_seconds = poll_seconds
+        self._recheck_at_start = recheck_at_start
         self._stamp = _stamp(config.path)
         self._task: asyncio.Task[None] | None = None
+        self._rechecking: asyncio.Task[bool] | None = None
         self._lock = asyncio.Lock()
         self._signal_installed = False
 
@@ -54,15 +60,18 @@ class ConfigWatcher:
             loop.add_signal_handler(signal.SIGHUP, self._on_sighup)
             self._signal_installed = True
         _log.info("config_loaded", path=str(self.config.path), version=self.config.version)
+        if self._recheck_at_start:
+            self._rechecking = loop.create_task(self.reload("start"))
 
     async def close(self) -> None:
         if self._signal_installed:
             with contextlib.suppress(Exception):
                 asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        for task in (self._task, self._rechecking):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     def _on_sighup(self) -> None:
         asyncio.get_running_loop().create_task(self.reload("sighup"))

@@ -2,17 +2,18 @@
 
 Live facts are the state of things, not events: the loaded routing file's version, each
 upstream's circuit breaker, the task queue's depth and whether the store answers. They are
-read when Prometheus asks (one bounded store call), so they cost nothing per request and are
-right for this process whatever the other processes do.
+read when Prometheus asks (one bounded store call), so they cost nothing per request.
 
 Beside them, the standard process metrics of prometheus-client's `ProcessCollector` and
 `PlatformCollector` (`process_resident_memory_bytes`, `process_cpu_seconds_total`,
 `process_open_fds`, `process_start_time_seconds`, ..., `python_info`), read at scrape time.
 
 In multiprocess mode (`PROMETHEUS_MULTIPROC_DIR`), the instruments' values are summed from every
-process's files in that folder; the live facts and the process metrics are this process's (the
-serving one's: prometheus-client keeps no per-process files of them, so a `gateway worker`'s
-memory and CPU are not in the scrape).
+process's files in that folder, and each serving process also writes its routing file's
+version, its breakers and its process metrics there (`gateway.metrics.process_facts`, one series
+per process, labelled `pid`); the store's facts (queue depth, store up) and `python_info` are
+read by the answering process. A `gateway worker` publishes none of them: its memory and CPU are
+not in the scrape.
 """
 
 from __future__ import annotations
@@ -34,12 +35,12 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from gateway.metrics.instruments import DisabledMetrics, Metrics
+from gateway.metrics.process_facts import BREAKER_HELP, BREAKER_STATES, CONFIG_HELP, ProcessFacts
 
 __all__ = ["CONTENT_TYPE", "LiveFacts", "MetricsExporter", "open_metrics", "read_queue_depth"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4"
 """Prometheus's text format, which every Prometheus reads (the charset is added on sending)."""
-_BREAKER_STATES = ("closed", "half_open", "open")
 _QUEUE_READ_SECONDS = 0.25
 
 
@@ -53,25 +54,26 @@ class LiveFacts:
 
 
 class _LiveCollector:
-    def __init__(self, facts: LiveFacts) -> None:
+    """The facts read at scrape time; `store_only`: the routing file's version and the
+    breakers come from every process's files instead (multiprocess mode)."""
+
+    def __init__(self, facts: LiveFacts, *, store_only: bool) -> None:
         self._facts = facts
+        self._store_only = store_only
 
     def collect(self) -> Iterator[Metric]:
         facts = self._facts
-        info = GaugeMetricFamily(
-            "gateway_config_info", "The loaded routing file (1), by version.", labels=["version"]
-        )
-        info.add_metric([facts.config_version], 1)
-        yield info
-        breakers = GaugeMetricFamily(
-            "gateway_circuit_breaker_state",
-            "Each upstream's circuit breaker: 1 for its current state, 0 for the others.",
-            labels=["provider", "state"],
-        )
-        for provider, state in sorted(facts.breakers.items()):
-            for name in _BREAKER_STATES:
-                breakers.add_metric([provider, name], 1 if state == name else 0)
-        yield breakers
+        if not self._store_only:
+            info = GaugeMetricFamily("gateway_config_info", CONFIG_HELP, labels=["version"])
+            info.add_metric([facts.config_version], 1)
+            yield info
+            breakers = GaugeMetricFamily(
+                "gateway_circuit_breaker_state", BREAKER_HELP, labels=["provider", "state"]
+            )
+            for provider, state in sorted(facts.breakers.items()):
+                for name in BREAKER_STATES:
+                    breakers.add_metric([provider, name], 1 if state == name else 0)
+            yield breakers
         store_up = GaugeMetricFamily(
             "gateway_store_up", "1 when the store answered the scrape's read in time."
         )
@@ -102,20 +104,39 @@ class MetricsExporter:
     def __init__(self, registry: CollectorRegistry | None, multiprocess_dir: str | None) -> None:
         self._registry = registry
         self._multiprocess_dir = multiprocess_dir
+        self._shared = ProcessFacts(multiprocess_dir) if multiprocess_dir is not None else None
         self._process = CollectorRegistry(auto_describe=False)
-        ProcessCollector(registry=self._process)
+        if self._shared is None:  # else each process's own, from the folder
+            ProcessCollector(registry=self._process)
         PlatformCollector(registry=self._process)
+
+    @property
+    def multiprocess(self) -> bool:
+        """True when the values live in `PROMETHEUS_MULTIPROC_DIR` (summed at scrape)."""
+        return self._shared is not None
+
+    def publish(self, config_version: str, breakers: Mapping[str, str]) -> None:
+        """Multiprocess mode: this process's facts to the folder, for any process's scrape
+        (a serving process calls it every second); nothing otherwise."""
+        if self._shared is not None:
+            self._shared.publish(config_version, breakers)
+
+    def retire(self) -> None:
+        """Multiprocess mode: this process stops, its facts leave the scrape."""
+        if self._shared is not None:
+            self._shared.retire()
 
     async def render(self, facts: LiveFacts) -> bytes:
         sources: list[Any] = []
         if self._multiprocess_dir is not None:
+            self.publish(facts.config_version, facts.breakers)  # ours as of now
             merged = CollectorRegistry(auto_describe=False)
             MultiProcessCollector(merged, path=self._multiprocess_dir)  # type: ignore[no-untyped-call]
             sources.append(merged)
         elif self._registry is not None:
             sources.append(self._registry)
         sources.append(self._process)
-        sources.append(_LiveCollector(facts))
+        sources.append(_LiveCollector(facts, store_only=self.multiprocess))
         scrape = _Sources(sources)
         if self._multiprocess_dir is not None:  # reads a file per process: off the loop
             return await asyncio.to_thread(generate_latest, scrape)

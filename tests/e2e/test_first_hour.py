@@ -49,6 +49,13 @@ NOT_RUN = {
     "docker build -t gateway .": "needs Docker (tests/deploy checks the Dockerfile)",
     "docker run -p 8080:8080 -v gateway-data:/data -v $PWD/my-routing.toml:/app/config/"
     "gateway.toml:ro -e OPENAI_API_KEY gateway": "needs Docker",
+    "docker run -p 8080:8080 -e GATEWAY_STORE_URL=redis://redis:6379/0 -e GATEWAY_SIGNING_SECRET "
+    "-v $PWD/my-routing.toml:/app/config/gateway.toml:ro gateway gateway serve --processes 4": (
+        "needs Docker"
+    ),
+    "GATEWAY_STORE_URL=redis://redis:6379/0 gateway serve --processes 4": (
+        "the Redis recipe above runs `gateway serve --processes 4` on Redis, with the same store"
+    ),
 }
 INSTALLS = {
     "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/gateway serve",
@@ -376,9 +383,10 @@ def test_the_first_hour_on_redis(
             session.facts["acme"] = out
         elif text.startswith("gateway credits grant --tenant acme"):
             assert session.run(text).stdout.strip() == command.comment.split()[-1] == "1000.0000"
-        elif text == "gateway serve":
+        elif text == "gateway serve --processes 4":
             output = session.serve(text, lambda log: "Gateway base URL" in log)
             assert "API key" not in output and "gateway keys create" in output, output
+            assert "Processes: 4 serving the port" in output, output
             base = _base_url_of(output)
             _wait_healthy(base)
             wallet = _get(f"{base}/wallet", session.facts["acme"]).json()
@@ -530,10 +538,10 @@ def test_every_documented_command_is_run_or_said_why_not() -> None:
     """A command added to the docs needs its check in this file (or a reason in NOT_RUN)."""
     readme = documented_commands("README.md")
     deploy = documented_commands("docs/deploy.md")
-    assert len(readme) == 5 and len(deploy) == 3, "a code block was added or removed"
+    assert len(readme) == 5 and len(deploy) == 4, "a code block was added or removed"
     start, curl, cli, tasks, developing = readme
     run = {start[0].text} | {c.text for c in curl + cli + tasks + deploy[0] + deploy[2]}
-    not_run = {start[1].text} | {c.text for c in developing + deploy[1]}
+    not_run = {start[1].text} | {c.text for c in developing + deploy[1] + deploy[3]}
     assert not run & not_run
     assert not_run == set(NOT_RUN), not_run ^ set(NOT_RUN)
     for command in every_command():
