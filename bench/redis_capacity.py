@@ -108,8 +108,13 @@ async def _commands(store: RedisStore) -> Counter[str]:
     """Calls per command, summed over the masters."""
     client: Any = store.client
     found: Counter[str] = Counter()
-    stats = await client.info("commandstats")
-    per_node = stats.values() if store.target.topology == "cluster" else [stats]
+    if store.target.topology == "cluster":
+        from redis.asyncio import RedisCluster
+
+        stats = await client.info("commandstats", target_nodes=RedisCluster.PRIMARIES)
+        per_node = stats.values()
+    else:
+        per_node = [await client.info("commandstats")]
     for node in per_node:
         for name, value in node.items():
             found[name.removeprefix("cmdstat_")] += int(value["calls"])

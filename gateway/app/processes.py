@@ -35,7 +35,6 @@ the processes (4 over 3: 2, 1, 1; 1 over 2: the first process only).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import io
 import os
@@ -345,6 +344,8 @@ class Supervisor:
 def _die_with(parent: int) -> None:
     """SIGTERM when the supervisor dies (Linux), so no process outlives it on the port."""
     if sys.platform.startswith("linux"):
+        import ctypes  # here: a one-process gateway never loads it (about 1 MB)
+
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     if os.getppid() != parent:  # it died before that was set

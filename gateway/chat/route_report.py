@@ -1,5 +1,6 @@
-"""How a chat call's routing is reported: the `x-gateway-route` note of an answer, and the
-error of a call that no route answered (or whose every breaker is open)."""
+"""How a chat call's routing is reported: the `x-gateway-route` note of an answer, the error
+of a call that no route answered (or whose every breaker is open), and the log line of each
+upstream that failed on the way."""
 
 from __future__ import annotations
 
@@ -7,13 +8,16 @@ import math
 
 from gateway.chat.plan import ChatPlan
 from gateway.errors import GatewayError, ModelUnavailable
+from gateway.logging import get_logger
 from gateway.routing.fallback import RouteNote, route_note
 from gateway.routing.resolver import Route
 from gateway.routing.upstream_errors import as_gateway_error
+from providers.errors import ProviderError
 
-__all__ = ["all_open", "call_failure", "refuse_if_all_open", "route_taken"]
+__all__ = ["all_open", "call_failure", "log_upstream_failure", "refuse_if_all_open", "route_taken"]
 
 _PINNED = "pinned"
+_log = get_logger("gateway.chat")
 
 
 def route_taken(plan: ChatPlan, route: Route, failed: list[RouteNote]) -> str:
@@ -58,3 +62,18 @@ def all_open(plan: ChatPlan, failed: list[RouteNote]) -> ModelUnavailable:
     error.model = routes[0].model.id
     error.route = route_note(plan.choice.pinned, None, failed)
     return error
+
+
+def log_upstream_failure(route: Route, exc: Exception, *, fallback: bool) -> None:
+    """`upstream_failed` (warning) for an upstream's own failure; `fallback`: another route
+    is tried next."""
+    if isinstance(exc, ProviderError):
+        _log.warning(
+            "upstream_failed",
+            model=route.model.id,
+            provider=route.model.provider,
+            error=type(exc).__name__,
+            upstream_status=exc.upstream_status,
+            detail=exc.message,
+            fallback=fallback,
+        )

@@ -58,13 +58,18 @@ from gateway.chat.plan import (
     options_problems,
     plan_call,
 )
-from gateway.chat.route_report import all_open, call_failure, refuse_if_all_open, route_taken
+from gateway.chat.route_report import (
+    all_open,
+    call_failure,
+    log_upstream_failure,
+    refuse_if_all_open,
+    route_taken,
+)
 from gateway.chat.streaming import StreamJob
 from gateway.chat.usage import Charge
 from gateway.chat.validation import check_chat_request
 from gateway.errors import InvalidRequest, StoreUnavailable, fields_message
 from gateway.ids import new_completion_id
-from gateway.logging import get_logger
 from gateway.metrics import DisabledMetrics, Metrics
 from gateway.routing.fallback import RouteNote, failure_reason, falls_back, retry_delay
 from gateway.routing.resolver import NO_NEEDS, Choice, Route, Router
@@ -77,7 +82,6 @@ from providers.errors import ProviderError
 __all__ = ["ChatService"]
 
 _encode = msgspec.json.Encoder().encode
-_log = get_logger("gateway.chat")
 _BOUNDS_LIMIT = 4096
 
 
@@ -289,13 +293,13 @@ class ChatService:
                         breaker.succeeded()  # it answered: the request or its setup is at fault
                     else:
                         breaker.abandon()
-                    self._log_failure(route, exc, fallback=False)
+                    log_upstream_failure(route, exc, fallback=False)
                     await self._finisher.release(Release(call=call))
                     error = call_failure(exc, plan, route, failed, answered=True)
                     error.upstream_seconds = waited
                     raise error from exc
                 breaker.failed()
-                self._log_failure(route, exc, fallback=True)
+                log_upstream_failure(route, exc, fallback=True)
                 count = failures.get(route.model.provider, (0, None))[0] + 1
                 retry_after = exc.retry_after if isinstance(exc, ProviderError) else None
                 failures[route.model.provider] = (count, retry_after)
@@ -392,15 +396,3 @@ class ChatService:
             bound = HoldBound.over(routes, [self._price(route) for route in routes])
             self._bounds[choice] = bound
         return bound
-
-    def _log_failure(self, route: Route, exc: Exception, *, fallback: bool) -> None:
-        if isinstance(exc, ProviderError):
-            _log.warning(
-                "upstream_failed",
-                model=route.model.id,
-                provider=route.model.provider,
-                error=type(exc).__name__,
-                upstream_status=exc.upstream_status,
-                detail=exc.message,
-                fallback=fallback,
-            )

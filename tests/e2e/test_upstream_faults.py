@@ -153,6 +153,9 @@ def lifted(rig: Rig) -> Iterator[Rig]:
     rig.lift()
     yield rig
     rig.lift()
+    # The fake upstream first ends what it was sending (a test's 200 MiB answer, cut off by
+    # the gateway), so that the check below is about the gateway, not the fake.
+    wait_until(lambda: rig.chat.in_flight == 0, what="the fake upstream's last answer to end")
     with rig.client() as client:  # served again, no restart
         answer = client.post(
             "/v1/chat/completions", json={"model": "up-chat", "messages": MESSAGES}

@@ -125,6 +125,10 @@ def _usage() -> dict[str, Any]:
     }
 
 
+_LARGE = 1 << 20
+"""Bodies above this are written by the handler a MiB at a time (`FakeOpenAI._large`)."""
+
+
 class FakeOpenAI(FakeServer[RecordedRequest, Reply | StreamReply | Disconnect]):
     """The OpenAI-compatible fake (see `FakeServer`); `base_url` ends in `/v1`."""
 
@@ -133,6 +137,8 @@ class FakeOpenAI(FakeServer[RecordedRequest, Reply | StreamReply | Disconnect]):
     def __init__(self, *, text: str = DEFAULT_TEXT) -> None:
         super().__init__()
         self.text = text
+        self.in_flight = 0
+        """Chat answers being made or sent now (a large one is sent by its handler)."""
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self._chat)
@@ -143,6 +149,13 @@ class FakeOpenAI(FakeServer[RecordedRequest, Reply | StreamReply | Disconnect]):
         return web.json_response({"object": "list", "data": [model]})
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
+        self.in_flight += 1
+        try:
+            return await self._answer(request)
+        finally:
+            self.in_flight -= 1
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
         recorded = await record(request)
         self.requests.append(recorded)
         wants = recorded.json if isinstance(recorded.json, dict) else {}
@@ -155,25 +168,42 @@ class FakeOpenAI(FakeServer[RecordedRequest, Reply | StreamReply | Disconnect]):
             await asyncio.sleep(reply.delay)
             if isinstance(reply, Disconnect):
                 drop(request)
-            return self._whole(reply, wants)
+            return await self._whole(request, reply, wants)
         except Dropped:
             raise asyncio.CancelledError from None  # ends the handler without an answer
         except (ConnectionError, asyncio.CancelledError):
             self.disconnects += 1
             raise
 
-    def _whole(self, reply: Reply, wants: Mapping[str, Any]) -> web.Response:
+    async def _whole(
+        self, request: web.Request, reply: Reply, wants: Mapping[str, Any]
+    ) -> web.StreamResponse:
         body = reply.body if reply.body is not None else default_completion(wants, self.text)
         if isinstance(body, str):
             body = body.encode()
         if not isinstance(body, bytes):
             body = msgspec.json.encode(body)
+        if len(body) > _LARGE:
+            return await self._large(request, reply, body)
         return web.Response(
             status=reply.status,
             body=body,
             headers=dict(reply.headers),
             content_type=reply.content_type,
         )
+
+    async def _large(self, request: web.Request, reply: Reply, body: bytes) -> web.StreamResponse:
+        """A large body with its length declared, written a MiB at a time by this handler: a
+        client that leaves ends it at once (no copy of the whole body is left in a buffer)."""
+        response = web.StreamResponse(status=reply.status, headers=dict(reply.headers))
+        response.content_type = reply.content_type
+        response.content_length = len(body)
+        await response.prepare(request)
+        view = memoryview(body)
+        for start in range(0, len(body), _LARGE):
+            await response.write(view[start : start + _LARGE])
+        await response.write_eof()
+        return response
 
     async def _stream(
         self, request: web.Request, reply: StreamReply, wants: Mapping[str, Any]

@@ -98,6 +98,10 @@ class RedisTaskQueueArea:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_seconds
         claim = (worker_id, lease_seconds, max_attempts)
+        # Where one blocking read covers every shard (not a cluster), a claim that may wait
+        # makes only that read: it answers at once when a shard has an entry, and an idle
+        # worker sends one command a wait instead of one per shard.
+        blocks = wait_seconds > 0 and self._connections.blocking(_RECLAIM_EVERY) is not None
         while True:
             now = loop.time()
             if now >= self._reclaim_after:
@@ -110,9 +114,10 @@ class RedisTaskQueueArea:
                     # A vanished worker seldom leaves one task: the next claim looks again.
                     self._reclaim_after = now
                     return task
-            task = await self._take_new(*claim)
-            if task is not None:
-                return task
+            if not blocks:
+                task = await self._take_new(*claim)
+                if task is not None:
+                    return task
             left = deadline - loop.time()
             if left <= 0:
                 return None
