@@ -8,6 +8,7 @@ shared ones (`providers.upstream`); error bodies are read by `providers.gemini.e
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -21,7 +22,7 @@ from providers.gemini.stream import GeminiChatStream
 from providers.gemini.translate import completion_from_bytes
 from providers.upstream import Upstream, key_header
 
-__all__ = ["GeminiProvider", "create"]
+__all__ = ["GeminiProvider", "GenerateContentProvider", "create"]
 
 _encode = msgspec.json.encode
 
@@ -33,19 +34,28 @@ def create(name: str, options: Options) -> GeminiProvider:
     return GeminiProvider(name, options, upstream)
 
 
-class GeminiProvider:
-    """Implements `providers.base.ChatProvider` against `<base_url>/models/<model>:...`."""
+class GenerateContentProvider:
+    """`providers.base.ChatProvider` over the Gemini API's `generateContent` calls, whatever
+    serves them: a subclass says where a model's two URLs are (`_model_urls`), the base builds
+    them once per model and makes the calls. Vertex AI is the other subclass
+    (`providers.vertex.client`)."""
 
-    def __init__(self, name: str, options: Options, upstream: Upstream) -> None:
+    def __init__(
+        self,
+        name: str,
+        upstream: Upstream,
+        *,
+        include_thoughts: bool,
+        safety_settings: Mapping[str, str],
+    ) -> None:
         self.name = name
-        self._options = options
         self._upstream = upstream
         self._urls: dict[str, tuple[URL, URL]] = {}
         self._extras: dict[str, Any] = {
-            "include_thoughts": options.include_thoughts,
+            "include_thoughts": include_thoughts,
             "safety_settings": [
                 {"category": category, "threshold": threshold}
-                for category, threshold in options.safety_settings.items()
+                for category, threshold in safety_settings.items()
             ],
         }
 
@@ -65,15 +75,33 @@ class GeminiProvider:
         await self._upstream.close()
 
     def _url(self, model: str) -> tuple[URL, URL]:
-        """(generateContent, streamGenerateContent?alt=sse) of a model, built once each.
-
-        A bare name goes under `models/`; a name with a collection (`models/x`,
-        `tunedModels/y`) is used as it is."""
+        """(generateContent, streamGenerateContent?alt=sse) of a model, built once each."""
         urls = self._urls.get(model)
         if urls is None:
-            path = model if "/" in model else f"models/{model}"
-            urls = self._urls[model] = (
-                self._options.url(f"/{path}:generateContent"),
-                self._options.url(f"/{path}:streamGenerateContent").with_query(alt="sse"),
-            )
+            urls = self._urls[model] = self._model_urls(model)
         return urls
+
+    def _model_urls(self, model: str) -> tuple[URL, URL]:
+        raise NotImplementedError
+
+
+class GeminiProvider(GenerateContentProvider):
+    """The Gemini API itself: `<base_url>/models/<model>:...`, the key in `x-goog-api-key`."""
+
+    def __init__(self, name: str, options: Options, upstream: Upstream) -> None:
+        super().__init__(
+            name,
+            upstream,
+            include_thoughts=options.include_thoughts,
+            safety_settings=options.safety_settings,
+        )
+        self._options = options
+
+    def _model_urls(self, model: str) -> tuple[URL, URL]:
+        """A bare name goes under `models/`; a name with a collection (`models/x`,
+        `tunedModels/y`) is used as it is."""
+        path = model if "/" in model else f"models/{model}"
+        return (
+            self._options.url(f"/{path}:generateContent"),
+            self._options.url(f"/{path}:streamGenerateContent").with_query(alt="sse"),
+        )

@@ -14,23 +14,15 @@ is the token: `providers.vertex.credentials`, one comparison per call while it i
 
 from __future__ import annotations
 
-from typing import Any
-
-import msgspec
 from yarl import URL
 
-from providers.base import ChatCompletion
+from providers.gemini.client import GenerateContentProvider
 from providers.gemini.errors import error_for_gemini_response
-from providers.gemini.request import gemini_request
-from providers.gemini.stream import GeminiChatStream
-from providers.gemini.translate import completion_from_bytes
 from providers.upstream import Upstream
 from providers.vertex.credentials import GoogleSigner, google_signer
 from providers.vertex.options import Options
 
 __all__ = ["VertexProvider", "create"]
-
-_encode = msgspec.json.encode
 
 
 def create(name: str, options: Options) -> VertexProvider:
@@ -48,51 +40,30 @@ def create(name: str, options: Options) -> VertexProvider:
     return VertexProvider(name, options, upstream, signer)
 
 
-class VertexProvider:
+class VertexProvider(GenerateContentProvider):
     """Implements `providers.base.ChatProvider` against one project and location."""
 
     def __init__(
         self, name: str, options: Options, upstream: Upstream, signer: GoogleSigner
     ) -> None:
-        self.name = name
-        self._upstream = upstream
+        super().__init__(
+            name,
+            upstream,
+            include_thoughts=options.include_thoughts,
+            safety_settings=options.safety_settings,
+        )
         self._signer = signer
         self._prefix = (
             f"{options.api_root()}/projects/{options.project}/locations/{options.location}/"
         )
-        self._urls: dict[str, tuple[URL, URL]] = {}
-        self._extras: dict[str, Any] = {
-            "include_thoughts": options.include_thoughts,
-            "safety_settings": [
-                {"category": category, "threshold": threshold}
-                for category, threshold in options.safety_settings.items()
-            ],
-        }
-
-    async def complete(self, body: dict[str, Any]) -> ChatCompletion:
-        model = str(body.get("model", ""))
-        payload = _encode(gemini_request(body, **self._extras))
-        raw = await self._upstream.request("POST", self._url(model)[0], payload)
-        return completion_from_bytes(raw, model)
-
-    async def stream(self, body: dict[str, Any]) -> GeminiChatStream:
-        model = str(body.get("model", ""))
-        payload = _encode(gemini_request(body, **self._extras))
-        response = await self._upstream.stream(self._url(model)[1], payload)
-        return await GeminiChatStream(response, model).start()
 
     async def close(self) -> None:
-        await self._upstream.close()
+        await super().close()
         await self._signer.close()
 
-    def _url(self, model: str) -> tuple[URL, URL]:
-        """(generateContent, streamGenerateContent?alt=sse) of a model, built once each."""
-        urls = self._urls.get(model)
-        if urls is None:
-            path = model if "/" in model else f"publishers/google/models/{model}"
-            base = self._prefix + path
-            urls = self._urls[model] = (
-                URL(base + ":generateContent"),
-                URL(base + ":streamGenerateContent").with_query(alt="sse"),
-            )
-        return urls
+    def _model_urls(self, model: str) -> tuple[URL, URL]:
+        base = self._prefix + (model if "/" in model else f"publishers/google/models/{model}")
+        return (
+            URL(base + ":generateContent"),
+            URL(base + ":streamGenerateContent").with_query(alt="sse"),
+        )
