@@ -214,6 +214,22 @@ class RedisKeys:
             self.task_index(tenant, capability=capability),
         )
 
+    def task_lists_and_money(self, tenant: str, task_id: str, capability: str) -> tuple[str, ...]:
+        """The KEYS of a step that moves a task between its tenant's lists and holds, charges
+        or refunds it (`task_confirm.lua`, `task_cancel.lua`), in their order: the task, holds,
+        hold expiry, unconfirmed, tasks, open, expiry, the money keys, the index block."""
+        return (
+            self.task(tenant, task_id),
+            self.holds(tenant),
+            self.hold_expiry(tenant),
+            self.tasks_unconfirmed(tenant),
+            self.tenant_tasks(tenant),
+            self.tasks_open(tenant),
+            self.task_expiry(tenant),
+            *self.money(tenant),
+            *self.task_index_block(tenant, capability),
+        )
+
     def tasks_unconfirmed(self, tenant: str) -> str:
         return f"{self.tenant_scope(tenant)}tasks_unconfirmed"
 

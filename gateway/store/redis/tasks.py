@@ -154,17 +154,7 @@ class RedisTaskArea:
         def confirm_with(capability: str) -> Awaitable[Any]:
             return self._eval_hot(
                 "task_confirm",
-                (
-                    k.task(tenant, task_id),
-                    k.holds(tenant),
-                    k.hold_expiry(tenant),
-                    k.tasks_unconfirmed(tenant),
-                    k.tenant_tasks(tenant),
-                    k.tasks_open(tenant),
-                    k.task_expiry(tenant),
-                    *k.money(tenant),
-                    *k.task_index_block(tenant, capability),
-                ),
+                k.task_lists_and_money(tenant, task_id, capability),
                 (
                     tenant,
                     hold_id(task_id),
@@ -262,17 +252,7 @@ class RedisTaskArea:
         def cancel_with(capability: str) -> Awaitable[Any]:
             return self._eval_hot(
                 "task_cancel",
-                (
-                    k.task(tenant, task_id),
-                    k.holds(tenant),
-                    k.hold_expiry(tenant),
-                    k.tasks_unconfirmed(tenant),
-                    k.tenant_tasks(tenant),
-                    k.tasks_open(tenant),
-                    k.task_expiry(tenant),
-                    *k.money(tenant),
-                    *k.task_index_block(tenant, capability),
-                ),
+                k.task_lists_and_money(tenant, task_id, capability),
                 (
                     tenant,
                     refund_id(task_id),
