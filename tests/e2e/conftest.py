@@ -1,5 +1,6 @@
-"""Fixtures of the end-to-end tests: one simulator gateway per module and clients of it, and a
-private durable Redis per test (`redis_server`; `store_url` runs a test on it and on SQLite)."""
+"""Fixtures of the end-to-end tests: one simulator gateway per module and clients of it, a
+private durable Redis per test (`redis_server`; `store_url` runs a test on it and on SQLite),
+and `backup`, the OpenAI-compatible server a test of another upstream falls back to."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import openai
 import pytest
 
+from tests.fakes.openai_upstream import FakeOpenAI
 from tests.support.gateway_process import GatewayProcess, start_gateway
 from tests.support.redis_server import RedisServer
 from tests.support.routing_files import SIMULATOR_CONFIG
@@ -50,3 +52,13 @@ def store_url(request: pytest.FixtureRequest) -> str | None:
         return None
     server: RedisServer = request.getfixturevalue("redis_server")
     return server.url
+
+
+@pytest.fixture(scope="module")
+def backup() -> Iterator[FakeOpenAI]:
+    """The OpenAI-compatible server a test of another upstream falls back to (its routing
+    tables: `tests.support.routing_files.backup_chat`)."""
+    fake = FakeOpenAI(text="Hello from the backup server.")
+    _, stop = fake.start_in_thread()
+    yield fake
+    stop()

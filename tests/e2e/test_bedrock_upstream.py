@@ -31,6 +31,7 @@ from tests.fakes.bedrock_upstream import (
 )
 from tests.fakes.openai_upstream import FakeOpenAI
 from tests.support.gateway_process import GatewayProcess, start_gateway
+from tests.support.routing_files import backup_chat
 
 KEY, SECRET = "AKIDE2EGATEWAY01", "e2e-throwaway-secret-for-the-fake"
 UPSTREAM_MODEL = "anthropic.claude-sonnet-4-5-20250929-v1:0"
@@ -49,10 +50,6 @@ base_url = "{bedrock}"
 timeout_seconds = 2
 stream_read_timeout_seconds = 2
 
-[providers.backup]
-kind = "openai_compatible"
-base_url = "{backup}"
-
 [[models]]
 id = "claude-bedrock"
 provider = "bedrock"
@@ -62,18 +59,7 @@ max_output_tokens = 100
 pricing = {{ input_usd_per_mtok = 3, output_usd_per_mtok = 15, cached_input_usd_per_mtok = 0.3, \
 cache_write_usd_per_mtok = 3.75 }}
 
-[[models]]
-id = "backup-chat"
-provider = "backup"
-upstream_model = "local-model"
-capability = "chat"
-max_output_tokens = 100
-pricing = {{ input_usd_per_mtok = 1, output_usd_per_mtok = 2 }}
-
-[routing.policies.chat]
-candidates = [{{ model = "claude-bedrock" }}, {{ model = "backup-chat" }}]
-backoff_ms = 0
-
+{backup_chat}
 [tenants.default]
 """
 MESSAGES: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Hello"}]
@@ -89,19 +75,15 @@ def upstream() -> Iterator[FakeBedrock]:
 
 
 @pytest.fixture(scope="module")
-def backup() -> Iterator[FakeOpenAI]:
-    fake = FakeOpenAI(text="Hello from the backup server.")
-    _, stop = fake.start_in_thread()
-    yield fake
-    stop()
-
-
-@pytest.fixture(scope="module")
 def gateway(
     upstream: FakeBedrock, backup: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[GatewayProcess]:
     workdir: Path = tmp_path_factory.mktemp("gw-bedrock")
-    config = CONFIG.format(bedrock=upstream.base_url, backup=backup.base_url, model=UPSTREAM_MODEL)
+    config = CONFIG.format(
+        bedrock=upstream.base_url,
+        model=UPSTREAM_MODEL,
+        backup_chat=backup_chat("claude-bedrock", backup.base_url),
+    )
     aws = {
         "AWS_ACCESS_KEY_ID": KEY,
         "AWS_SECRET_ACCESS_KEY": SECRET,

@@ -32,6 +32,7 @@ from tests.fakes.vertex_upstream import (
     text,
 )
 from tests.support.gateway_process import GatewayProcess, start_gateway
+from tests.support.routing_files import backup_chat
 
 KEY = ServiceAccountKey.generate()
 CONFIG = """
@@ -52,10 +53,6 @@ token_url = "{token_url}"
 timeout_seconds = 2
 stream_read_timeout_seconds = 2
 
-[providers.backup]
-kind = "openai_compatible"
-base_url = "{backup}"
-
 [[models]]
 id = "gemini-vertex"
 provider = "vertex"
@@ -65,18 +62,7 @@ max_output_tokens = 100
 pricing = {{ input_usd_per_mtok = 0.3, output_usd_per_mtok = 2.5, \
 cached_input_usd_per_mtok = 0.03 }}
 
-[[models]]
-id = "backup-chat"
-provider = "backup"
-upstream_model = "local-model"
-capability = "chat"
-max_output_tokens = 100
-pricing = {{ input_usd_per_mtok = 1, output_usd_per_mtok = 2 }}
-
-[routing.policies.chat]
-candidates = [{{ model = "gemini-vertex" }}, {{ model = "backup-chat" }}]
-backoff_ms = 0
-
+{backup_chat}
 [tenants.default]
 """
 MESSAGES: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Hello"}]
@@ -86,14 +72,6 @@ PATH = "/v1/projects/test-project/locations/europe-west4/publishers/google/model
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[FakeVertex]:
     fake = FakeVertex(KEY)
-    _, stop = fake.start_in_thread()
-    yield fake
-    stop()
-
-
-@pytest.fixture(scope="module")
-def backup() -> Iterator[FakeOpenAI]:
-    fake = FakeOpenAI(text="Hello from the backup server.")
     _, stop = fake.start_in_thread()
     yield fake
     stop()
@@ -110,7 +88,7 @@ def gateway(
         vertex=upstream.base_url,
         key_file=key_file,
         token_url=upstream.token_url,
-        backup=backup.base_url,
+        backup_chat=backup_chat("gemini-vertex", backup.base_url),
     )
     process = start_gateway(workdir, config)
     yield process

@@ -5,13 +5,20 @@ HTTP, SDK and edge tests). `MEDIA_CONFIG`: image and music models on the simulat
 chat model, and the tenants the media tests use. `CHAT_SERVICE_CONFIG`: the chat service without
 HTTP (tests/chat). `UPSTREAM_MODELS`: the chat, image and music models of the fake upstreams
 (`up-chat` on an OpenAI chat provider `chat`, `gpt-image` on OpenAI images `images`, `musicgen` on
-Replicate `music`), for files that declare those providers themselves. Files a single test
-needs stay in that test.
+Replicate `music`), for files that declare those providers themselves. `backup_chat`: the
+OpenAI-compatible server a test of another upstream falls back to. Files a single test needs
+stay in that test.
 """
 
 from __future__ import annotations
 
-__all__ = ["CHAT_SERVICE_CONFIG", "MEDIA_CONFIG", "SIMULATOR_CONFIG", "UPSTREAM_MODELS"]
+__all__ = [
+    "CHAT_SERVICE_CONFIG",
+    "MEDIA_CONFIG",
+    "SIMULATOR_CONFIG",
+    "UPSTREAM_MODELS",
+    "backup_chat",
+]
 
 SIMULATOR_CONFIG = """
 [gateway]
@@ -195,4 +202,27 @@ provider = "music"
 upstream_model = "meta/musicgen"
 capabilities = ["text_to_music"]
 pricing = { credits_per_task = 80 }
+"""
+
+
+def backup_chat(primary: str, base_url: str) -> str:
+    """Routing-file tables for a fallback: `backup`, an OpenAI-compatible server at
+    `base_url`, its model `backup-chat` (1 and 2 USD per Mtok), and the chat policy that tries
+    `primary` first, then it."""
+    return f"""
+[providers.backup]
+kind = "openai_compatible"
+base_url = "{base_url}"
+
+[[models]]
+id = "backup-chat"
+provider = "backup"
+upstream_model = "local-model"
+capability = "chat"
+max_output_tokens = 100
+pricing = {{ input_usd_per_mtok = 1, output_usd_per_mtok = 2 }}
+
+[routing.policies.chat]
+candidates = [{{ model = "{primary}" }}, {{ model = "backup-chat" }}]
+backoff_ms = 0
 """
