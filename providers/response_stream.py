@@ -5,18 +5,23 @@ there raises from `stream()` itself. Ending cleanly hands the connection back to
 `aclose()` before that, or any error, closes it, so the upstream sees the disconnect and stops
 generating. Subclasses say how the next chunk is made (`_next_chunk`) and when the response was
 read to a proper end (`_clean_end`).
+
+`QueuedStream` is the form for upstreams whose reads are translated whole into a queue (so
+`ready()` is exact) and whose failure met mid-read is kept and raised after the items queued
+before it (Anthropic's events, as chunks or as they are).
 """
 
 from __future__ import annotations
 
-from typing import Any, Self
+from collections import deque
+from typing import Any, NoReturn, Self
 
 import aiohttp
 
 from providers.base import Usage
 from providers.errors import ProviderError
 
-__all__ = ["ResponseStream"]
+__all__ = ["QueuedStream", "ResponseStream"]
 
 
 class ResponseStream:
@@ -90,3 +95,46 @@ class ResponseStream:
         if response is not None:
             self._response = None
             response.close()
+
+
+class QueuedStream(ResponseStream):
+    """A `ResponseStream` read through a queue: `_fill` reads until an item is queued, a
+    failure is kept (`_failure`) or the stream ended; items come out first, then the failure."""
+
+    __slots__ = ("_failure", "_queue")
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        super().__init__(response)
+        self._queue: deque[dict[str, Any]] = deque()
+        self._failure: ProviderError | None = None
+
+    async def __anext__(self) -> dict[str, Any]:
+        queue = self._queue
+        if not queue and self._failure is None and not self._ended:
+            try:
+                await self._fill()
+            except ProviderError:
+                self._abort()
+                raise
+        if queue:
+            return queue.popleft()
+        failure = self._failure
+        if failure is not None:
+            self._failure = None
+            self._abort()
+            raise failure
+        raise StopAsyncIteration
+
+    def ready(self) -> bool:
+        return bool(self._queue) or self._failure is not None
+
+    def _fail_start(self, ended: str) -> NoReturn:
+        """`start()` got nothing to hand out: close, and raise the failure kept, or `ended`."""
+        self._abort()
+        failure = self._failure
+        if failure is not None:
+            raise failure
+        raise ProviderError(ended)
+
+    async def _fill(self) -> None:
+        raise NotImplementedError

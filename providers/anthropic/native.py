@@ -16,7 +16,6 @@ an error event right after `message_start`, as Anthropic sends when overloaded, 
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any, Self
 
 import aiohttp
@@ -27,7 +26,7 @@ from providers.anthropic.wire import ErrorObject
 from providers.base import ChatCompletion, Usage
 from providers.errors import ProviderError
 from providers.http import TRANSPORT_ERRORS, transport_error
-from providers.response_stream import ResponseStream
+from providers.response_stream import QueuedStream
 from providers.sse import SSEDecoder
 
 __all__ = ["NativeEventStream", "native_message", "usage_of"]
@@ -109,7 +108,7 @@ def _delivered(event: dict[str, Any]) -> int:
     return 0
 
 
-class NativeEventStream(ResponseStream):
+class NativeEventStream(QueuedStream):
     """Implements `providers.base.ChatStream` over Anthropic's events (dicts, as sent); always
     `aclose()` it (safe twice).
 
@@ -121,8 +120,6 @@ class NativeEventStream(ResponseStream):
         "_counts",
         "_decoder",
         "_delivered",
-        "_events",
-        "_failure",
         "_finished",
         "_started",
         "_stopped",
@@ -131,8 +128,6 @@ class NativeEventStream(ResponseStream):
     def __init__(self, response: aiohttp.ClientResponse) -> None:
         super().__init__(response)
         self._decoder = SSEDecoder()
-        self._events: deque[dict[str, Any]] = deque()
-        self._failure: ProviderError | None = None
         self._counts: dict[str, int] = {}
         self._delivered = 0
         self._started = False
@@ -145,38 +140,14 @@ class NativeEventStream(ResponseStream):
         try:
             while self._failure is None and not self._ended:
                 await self._fill()
-                if any(event.get("type") not in _OPENING for event in self._events):
+                if any(event.get("type") not in _OPENING for event in self._queue):
                     break
         except BaseException:
             self._abort()
             raise
-        if self._failure is not None or not self._events:
-            self._abort()
-            failure = self._failure
-            if failure is not None:
-                raise failure
-            raise ProviderError("the upstream stream ended without a single event")
+        if self._failure is not None or not self._queue:
+            self._fail_start("the upstream stream ended without a single event")
         return self
-
-    async def __anext__(self) -> dict[str, Any]:
-        events = self._events
-        if not events and self._failure is None and not self._ended:
-            try:
-                await self._fill()
-            except ProviderError:
-                self._abort()
-                raise
-        if events:
-            return events.popleft()
-        failure = self._failure
-        if failure is not None:
-            self._failure = None
-            self._abort()
-            raise failure
-        raise StopAsyncIteration
-
-    def ready(self) -> bool:
-        return bool(self._events) or self._failure is not None
 
     @property
     def usage(self) -> Usage | None:
@@ -193,7 +164,7 @@ class NativeEventStream(ResponseStream):
 
     async def _fill(self) -> None:
         """Read until an event is queued, a failure is kept, or the stream ended."""
-        events = self._events
+        events = self._queue
         before = len(events)
         while len(events) == before and self._failure is None:
             response = self._response
@@ -244,4 +215,4 @@ class NativeEventStream(ResponseStream):
             self._finished = self._stopped = True
         elif kind == "error":
             raise error_event(_error_object(event.get("error")))
-        self._events.append(event)
+        self._queue.append(event)

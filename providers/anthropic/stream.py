@@ -8,8 +8,7 @@ is read before `start()` returns, so whatever fails before it raises from `strea
 
 from __future__ import annotations
 
-from collections import deque
-from typing import Any, Self
+from typing import Self
 
 import aiohttp
 
@@ -17,13 +16,13 @@ from providers.anthropic.translate import StreamTranslator
 from providers.base import Usage
 from providers.errors import ProviderError
 from providers.http import TRANSPORT_ERRORS, transport_error
-from providers.response_stream import ResponseStream
+from providers.response_stream import QueuedStream
 from providers.sse import SSEDecoder
 
 __all__ = ["AnthropicChatStream"]
 
 
-class AnthropicChatStream(ResponseStream):
+class AnthropicChatStream(QueuedStream):
     """Implements `providers.base.ChatStream`; always `aclose()` it (safe twice).
 
     The stream ends at `message_stop`, or at EOF after a stop_reason; EOF before one raises.
@@ -31,14 +30,12 @@ class AnthropicChatStream(ResponseStream):
     error, closes the connection so the upstream sees the disconnect and stops.
     """
 
-    __slots__ = ("_chunks", "_decoder", "_failure", "_translator")
+    __slots__ = ("_decoder", "_translator")
 
     def __init__(self, response: aiohttp.ClientResponse) -> None:
         super().__init__(response)
         self._decoder = SSEDecoder()
         self._translator = StreamTranslator()
-        self._chunks: deque[dict[str, Any]] = deque()
-        self._failure: ProviderError | None = None
 
     async def start(self) -> Self:
         """The stream with its first chunk queued; raises (closing the response) if none
@@ -48,33 +45,9 @@ class AnthropicChatStream(ResponseStream):
         except BaseException:
             self._abort()
             raise
-        if not self._chunks:
-            self._abort()
-            failure = self._failure
-            if failure is not None:
-                raise failure
-            raise ProviderError("the upstream stream ended without a single chunk")
+        if not self._queue:
+            self._fail_start("the upstream stream ended without a single chunk")
         return self
-
-    async def __anext__(self) -> dict[str, Any]:
-        chunks = self._chunks
-        if not chunks and self._failure is None and not self._ended:
-            try:
-                await self._fill()
-            except ProviderError:
-                self._abort()
-                raise
-        if chunks:
-            return chunks.popleft()
-        failure = self._failure
-        if failure is not None:
-            self._failure = None
-            self._abort()
-            raise failure
-        raise StopAsyncIteration
-
-    def ready(self) -> bool:
-        return bool(self._chunks) or self._failure is not None
 
     @property
     def usage(self) -> Usage | None:
@@ -86,7 +59,7 @@ class AnthropicChatStream(ResponseStream):
 
     async def _fill(self) -> None:
         """Read until a chunk is queued, a failure is kept, or the stream ended."""
-        chunks = self._chunks
+        chunks = self._queue
         translator = self._translator
         decoder = self._decoder
         while not chunks and self._failure is None:
