@@ -36,7 +36,14 @@ from providers.errors import ProviderError, UpstreamUnavailable
 from providers.status import message_from_body, retry_after_seconds
 from providers.upstream import Upstream
 
-__all__ = ["REFRESH_MARGIN", "RETRY_SECONDS", "RefreshingToken", "Token", "exchange"]
+__all__ = [
+    "REFRESH_MARGIN",
+    "RETRY_SECONDS",
+    "BearerSigner",
+    "RefreshingToken",
+    "Token",
+    "exchange",
+]
 
 REFRESH_MARGIN = 300.0
 RETRY_SECONDS = 10.0
@@ -160,3 +167,23 @@ def _refused(status: int, body: bytes, headers: Mapping[str, str]) -> ProviderEr
         f"the token endpoint refused the gateway's credentials (HTTP {status}): {detail}",
         upstream_status=status,
     )
+
+
+class BearerSigner:
+    """A `providers.upstream.RequestSigner` adding a refreshing token to each request as
+    `Authorization: Bearer` (Entra ID for Azure, Google's for Vertex); `close()` closes the
+    session of the token endpoint."""
+
+    __slots__ = ("_endpoint", "token")
+
+    def __init__(self, token: RefreshingToken, endpoint: Upstream) -> None:
+        self.token = token
+        self._endpoint = endpoint
+
+    async def __call__(
+        self, method: str, url: URL, headers: dict[str, str], body: bytes | None
+    ) -> None:
+        headers["Authorization"] = "Bearer " + await self.token.value()
+
+    async def close(self) -> None:
+        await self._endpoint.close()

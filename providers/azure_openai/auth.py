@@ -18,7 +18,7 @@ import msgspec
 from yarl import URL
 
 from providers.azure_openai.options import EntraOptions, Options
-from providers.tokens import RefreshingToken, Token, exchange
+from providers.tokens import BearerSigner, RefreshingToken, Token, exchange
 from providers.upstream import Upstream
 
 __all__ = ["EntraSigner", "entra_signer"]
@@ -28,22 +28,8 @@ _LOGIN = "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/token"
 _IMDS = "http://169.254.169.254/metadata/identity/oauth2/token"
 
 
-class EntraSigner:
-    """A `providers.upstream.RequestSigner` adding an Entra ID bearer token to each request."""
-
-    __slots__ = ("_endpoint", "token")
-
-    def __init__(self, token: RefreshingToken, endpoint: Upstream) -> None:
-        self.token = token
-        self._endpoint = endpoint
-
-    async def __call__(
-        self, method: str, url: URL, headers: dict[str, str], body: bytes | None
-    ) -> None:
-        headers["Authorization"] = "Bearer " + await self.token.value()
-
-    async def close(self) -> None:
-        await self._endpoint.close()
+EntraSigner = BearerSigner
+"""The signer `entra_signer` makes (`providers.tokens.BearerSigner`)."""
 
 
 def entra_signer(options: Options, entra: EntraOptions) -> EntraSigner:

@@ -38,7 +38,7 @@ from yarl import URL
 
 from providers.errors import ProviderError
 from providers.options import HttpOptions
-from providers.tokens import RefreshingToken, Token, exchange
+from providers.tokens import BearerSigner, RefreshingToken, Token, exchange
 from providers.upstream import Upstream
 
 __all__ = ["GoogleSigner", "credential_problems", "credentials_source", "google_signer", "jwt"]
@@ -56,22 +56,8 @@ _NEEDS = {
 _Fetch = Callable[[], Awaitable[Token]]
 
 
-class GoogleSigner:
-    """A `providers.upstream.RequestSigner` adding a Google access token to each request."""
-
-    __slots__ = ("_endpoint", "token")
-
-    def __init__(self, token: RefreshingToken, endpoint: Upstream) -> None:
-        self.token = token
-        self._endpoint = endpoint
-
-    async def __call__(
-        self, method: str, url: URL, headers: dict[str, str], body: bytes | None
-    ) -> None:
-        headers["Authorization"] = "Bearer " + await self.token.value()
-
-    async def close(self) -> None:
-        await self._endpoint.close()
+GoogleSigner = BearerSigner
+"""The signer `google_signer` makes (`providers.tokens.BearerSigner`)."""
 
 
 def credentials_source(
