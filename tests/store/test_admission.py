@@ -37,12 +37,14 @@ def test_a_limit_of_zero_is_off(store: Store, run: Run) -> None:
 
 
 def test_token_limit_reserves_and_refuses_what_does_not_fit(store: Store, run: Run) -> None:
-    first = run(store.admit(admission("c1", tpm=1000, tokens=600)))
+    # rpm=10: the request bucket refills one in 6 s (at 1000, one in 60 ms: a loaded machine
+    # would refill it between the calls and the request counts below would not compare).
+    first = run(store.admit(admission("c1", rpm=10, tpm=1000, tokens=600)))
     assert first.outcome is ADMITTED
     assert (first.rate.limit_tokens, first.rate.remaining_tokens) == (1000, 400)
     assert first.rate.reset_tokens_seconds == 36.0
 
-    second = run(store.admit(admission("c2", tpm=1000, tokens=600)))
+    second = run(store.admit(admission("c2", rpm=10, tpm=1000, tokens=600)))
     assert second.outcome is RATE_LIMITED
     assert 11.9 < second.rate.retry_after_seconds <= 12.0  # 200 tokens at 1000/60 per second
     assert second.rate.remaining_requests == first.rate.remaining_requests  # nothing consumed
@@ -90,12 +92,12 @@ def test_limits_lowered_clamp_the_bucket(store: Store, run: Run) -> None:
 def test_hold_blocks_a_call_the_wallet_cannot_cover(store: Store, run: Run) -> None:
     run(store.grant("t1", 100, entry_id="g1", reason="top-up"))
 
-    first = run(store.admit(admission("c1", hold=80)))
+    first = run(store.admit(admission("c1", hold=80, rpm=10)))  # rpm=10: as above
     assert first.outcome is ADMITTED and first.available_units == 100
     wallet = run(store.wallet("t1"))
     assert (wallet.balance_units, wallet.held_units) == (100, 80)
 
-    refused = run(store.admit(admission("c2", hold=30, tpm=1000, tokens=50)))
+    refused = run(store.admit(admission("c2", hold=30, rpm=10, tpm=1000, tokens=50)))
     assert refused.outcome is INSUFFICIENT and refused.available_units == 20
     assert refused.rate.remaining_requests == first.rate.remaining_requests - 1  # 1 request used
     assert refused.rate.remaining_tokens == 1000  # no tokens taken
