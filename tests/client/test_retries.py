@@ -69,7 +69,7 @@ def test_429_waits_exactly_retry_after_then_succeeds(fake: ScriptedGateway) -> N
     elapsed = time.monotonic() - started
     assert got.status == "running"
     assert sleeps == [1.0]
-    assert 1.0 <= elapsed < 1.6, elapsed
+    assert 1.0 <= elapsed < 5.0, elapsed  # slept for real; `sleeps` says for exactly how long
     assert [r.path for r in fake.requests] == ["/v1/tasks/task_scripted"] * 2
     assert fake.requests[1].headers["authorization"] == "Bearer gw-test"
 

@@ -3,11 +3,16 @@ timeout) while Redis is paused (SIGSTOP): wallet and ledger reads, task reads an
 the API key lookup every request makes, image creates and chat. A timed-out read is not sent
 again (that doubled the wait to 4 s), and more calls than the connection pool holds do not
 wait for a connection on top of it: the pool wait and the reply share one deadline.
+
+The bound is read where the gateway keeps it: each answer's `latency_ms` in its access log, from
+the request's arrival to its answer. What the test's own 96 clients add on a busy machine
+(their scheduling, not the gateway's) is only checked for a hang.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,9 +32,11 @@ pytestmark = SERIAL
 
 BOUND = 2.0
 """docs/api.md, "When the store stalls or goes away"."""
-SLACK = 1.5
-"""Scheduling 96 calls on a busy machine; a read sent again after its timeout (4 s), or a
-connection waited for before the reply (2 s more), is past it."""
+SLACK = 1.0
+"""The gateway's own scheduling of 96 calls on a busy machine; a read sent again after its
+timeout (4 s), or a connection waited for before the reply (2 s more), is past it."""
+HUNG = 20.0
+"""Seen from the clients, whose own scheduling on a busy machine is not the gateway's."""
 CLIENTS = 96
 """More calls at once than the store's connection pool (64)."""
 
@@ -97,6 +104,12 @@ async def _all_at_once(base: str, key: str, task_id: str) -> list[Answer]:
         return await asyncio.gather(*(one(n) for n in range(CLIENTS)))
 
 
+def _access_log(process: GatewayProcess, *, status: int) -> list[dict[str, Any]]:
+    """The gateway's access-log lines (event `request`) of answers with `status`."""
+    lines = (json.loads(line) for line in process.logs().splitlines() if line.startswith("{"))
+    return [line for line in lines if line.get("event") == "request" and line["status"] == status]
+
+
 def test_every_call_answers_within_the_bound_while_redis_is_paused(
     gateway: tuple[GatewayProcess, str], redis_server: RedisServer
 ) -> None:
@@ -121,8 +134,14 @@ def test_every_call_answers_within_the_bound_while_redis_is_paused(
         redis_server.resume()
 
     assert {(a.status, a.code) for a in stalled} == {(503, "store_unavailable")}
-    slowest = max(stalled, key=lambda a: a.seconds)
-    assert slowest.seconds < BOUND + SLACK, slowest
+    assert max(a.seconds for a in stalled) < HUNG
+    answered = wait_until(  # the stalled round's, each logged once (maybe just after its answer)
+        lambda: _access_log(process, status=503), lambda lines: len(lines) >= CLIENTS
+    )
+    assert len(answered) == CLIENTS
+    slowest = max(answered, key=lambda line: line["latency_ms"])
+    assert slowest["latency_ms"] < (BOUND + SLACK) * 1000, slowest
+    assert slowest["latency_ms"] >= BOUND * 1000 * 0.9  # the store's timeout was waited for
     by_name = {a.name for a in stalled}
     assert by_name == {name for name, *_ in _calls(task_id)}
 

@@ -482,7 +482,7 @@ def test_a_call_slower_than_image_timeout_seconds_times_out() -> None:
             started = time.monotonic()
             with pytest.raises(UpstreamTimeout):
                 await provider.generate_images(request(), Control())
-            assert time.monotonic() - started < 2
+            assert time.monotonic() - started < 4  # not the 5 s reply
 
     run(test)
 
@@ -508,7 +508,7 @@ def test_a_waiting_call_reports_progress_and_a_cancel_closes_it() -> None:
             started = time.monotonic()
             with pytest.raises(TaskCanceled):
                 await provider.generate_images(request(), control)
-            assert time.monotonic() - started < 2
+            assert time.monotonic() - started < 5  # not the 10 s reply
             assert [c[1] for c in control.calls] == ["starting", "generating", "generating"]
             assert control.calls[1][2].startswith("call 1 of 1: 1 image(s), ")
             await fake.wait_for_disconnects(1)

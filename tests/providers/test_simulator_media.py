@@ -428,24 +428,44 @@ def test_unknown_or_misplaced_directives_are_rejected() -> None:
         images("x [[sim:tool_call]]")
 
 
-def test_progress_rises_through_the_stages_over_task_seconds() -> None:
+def test_progress_rises_through_the_stages_over_task_seconds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     control = Control()
     started = time.perf_counter()
     images(n=2, options=Options(task_seconds=0.3), control=control)
     elapsed = time.perf_counter() - started
-    assert 0.29 <= elapsed < 1.5
+    assert 0.29 <= elapsed < 3.0  # its task_seconds (bounded loosely: a busy machine)
     assert control.stages == ["starting", "generating", "generating", "encoding"]
     percents = [percent for percent, _, _ in control.checkpoints]
     assert percents == sorted(percents) and len(set(percents)) == len(percents)
     assert percents[0] == 0 and percents[-1] < 100
 
-    control = Control()
+    # A checkpoint at least every 0.1 s while waiting: no wait is longer, and a checkpoint
+    # follows each (said of the waits asked for, not of a busy machine's timing of them).
+    waits: list[float | str] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(delay: float, *args: Any, **kwargs: Any) -> Any:
+        waits.append(delay)
+        return await real_sleep(delay, *args, **kwargs)
+
+    class Watched(Control):
+        async def checkpoint(self, percent: float, stage: str, message: str = "") -> None:
+            waits.append(stage)
+            await super().checkpoint(percent, stage, message)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    control = Watched()
     music(model="alpha-5.5", options=Options(task_seconds=0.6), control=control)
     percents = [percent for percent, _, _ in control.checkpoints]
     assert percents == sorted(percents) and len(percents) >= 4
     assert control.stages[0] == "starting" and control.stages[-1] == "encoding"
-    gaps = [later - earlier for earlier, later in itertools.pairwise(control.times)]
-    assert max(gaps) < 0.2  # a checkpoint at least every 0.1 s while waiting
+    delays = [w for w in waits if isinstance(w, float)]
+    assert waits[0] == "starting" and delays and max(delays) <= 0.1
+    assert not any(
+        isinstance(a, float) and isinstance(b, float) for a, b in itertools.pairwise(waits)
+    )
 
 
 def test_task_ms_overrides_task_seconds() -> None:
@@ -469,7 +489,7 @@ def test_cancel_stops_a_long_task_at_the_next_checkpoint() -> None:
                     await provider.generate_images(request, control)
                 else:
                     await provider.generate_music(request, control)
-            assert time.perf_counter() - started < 0.6
+            assert time.perf_counter() - started < 3.0  # not the 30 s task (a busy machine)
             assert control.stages[-1] == "starting"
 
     run(test)
@@ -491,7 +511,7 @@ def test_stall_never_finishes_but_still_honours_cancel(kind: str) -> None:
                 stalled = MusicRequest(model="m", prompt="[[sim:stall]]")
                 await provider.generate_music(stalled, control)
         elapsed = time.perf_counter() - started
-        assert 0.35 <= elapsed < 1.0  # four 0.1 s waits, although the task was meant to be instant
+        assert 0.35 <= elapsed < 2.0  # four 0.1 s waits, although the task was meant to be instant
         assert control.stages == ["starting"] + ["generating"] * 5
         assert len({percent for percent, _, _ in control.checkpoints[1:]}) == 1
 

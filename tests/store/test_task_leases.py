@@ -54,8 +54,9 @@ def test_a_waiting_claim_wakes_for_a_new_task(store: Store, run: Run) -> None:
         return empty, waited, task, loop.time() - start
 
     empty, waited, task, took = run(scenario())
-    assert empty is None and 0.25 <= waited < 1.5
-    assert task is not None and task.task_id == "task_a" and took < 1.0
+    assert empty is None and 0.25 <= waited < 3.0
+    # Woken by the task, not by the end of the 5 s wait (bounds for a busy machine).
+    assert task is not None and task.task_id == "task_a" and took < 3.0
 
 
 def test_an_expired_lease_is_claimed_by_another_worker(store: Store, run: Run) -> None:
