@@ -11,8 +11,8 @@ Under pytest-xdist (on by default, pyproject.toml) each worker is its own sessio
 private redis-server, temporary folders and ports (tests/support/ports.py). A `REDIS_URL` would
 be one server for every worker, whose databases the tests flush: with it, run `-n 0`.
 The tests of a module that share a module fixture (a gateway, most often) run on one worker (the
-module is their xdist group), so the fixture is made once; tests marked `SERIAL`
-(tests/support/serial.py) share one group instead.
+module is their xdist group), so the fixture is made once; tests marked `SERIAL` or
+`STORE_FAULTS` (tests/support/serial.py) share one group each instead.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.redis_server import RedisServer
-from tests.support.serial import EXCLUSIVE_MARK, SERIAL, turn
+from tests.support.serial import EXCLUSIVE_MARK, LONG_GROUPS, turn
 
 __all__ = [
     "pytest_collection_modifyitems",
@@ -73,8 +73,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("xdist_group") is None and _shares_fixtures(item):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
-    # The longest units first (`--no-loadscope-reorder` keeps this order): the serial group,
-    # its exclusive tests at its head, then the modules that share a process, then the rest.
+    # The longest units first (`--no-loadscope-reorder` keeps this order): the exclusive tests
+    # (of the serial group), the long groups, then the modules that share a process, the rest.
     items.sort(key=_start_order)
 
 
@@ -84,7 +84,7 @@ def _start_order(item: pytest.Item) -> int:
     group = item.get_closest_marker("xdist_group")
     if group is None:
         return 3
-    return 1 if group.args == SERIAL.args else 2
+    return 1 if group.args[0] in LONG_GROUPS else 2
 
 
 def _shares_fixtures(item: pytest.Item) -> bool:

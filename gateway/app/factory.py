@@ -10,6 +10,8 @@ from contextlib import asynccontextmanager
 
 from litestar import Litestar
 from litestar.di import Provide
+from litestar.plugins import PluginProtocol
+from litestar.plugins.core import MsgspecDIPlugin
 
 from gateway.api import route_handlers
 from gateway.api.dependencies import provide_caller, provide_resources
@@ -24,7 +26,19 @@ from gateway.http.middleware import RequestContextMiddleware
 from gateway.logging import configure_logging, name_the_process
 from gateway.metrics import MetricsExporter, open_metrics
 
-__all__ = ["create_app"]
+__all__ = ["GatewayLitestar", "create_app"]
+
+
+class GatewayLitestar(Litestar):
+    """Litestar with only the msgspec plugin it always adds.
+
+    Litestar also adds its pydantic and attrs plugins whenever those libraries are installed
+    (as they are beside many SDKs), importing them: ~0.13 s of every start, measured, for
+    handlers that take and return msgspec Structs and bytes only."""
+
+    @staticmethod
+    def _get_default_plugins(plugins: list[PluginProtocol]) -> list[PluginProtocol]:
+        return [*plugins, MsgspecDIPlugin()]
 
 
 def create_app(settings: Settings | None = None, config: GatewayConfig | None = None) -> Litestar:
@@ -65,7 +79,7 @@ def create_app(settings: Settings | None = None, config: GatewayConfig | None = 
                 if exporter is not None:
                     exporter.retire()
 
-    app = Litestar(
+    app = GatewayLitestar(
         route_handlers=route_handlers(),
         lifespan=[lifespan],
         dependencies={

@@ -25,9 +25,8 @@ import socket
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from ipaddress import ip_address
+from typing import TYPE_CHECKING
 
-import aiohttp
-from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
 from gateway.artifacts.addresses import Network, address_allowed
@@ -35,6 +34,9 @@ from gateway.artifacts.blobs import HEAD_BYTES, BlobInfo, BlobStore
 from gateway.artifacts.errors import invalid_input
 from gateway.artifacts.sniff import sniff
 from gateway.errors import PayloadTooLarge, ValidationFailed
+
+if TYPE_CHECKING:
+    from gateway.artifacts.fetch_session import ClientResponse, ResolveResult
 
 __all__ = ["FetchPolicy", "FetchedBlob", "ReferenceFetcher", "Resolve", "system_resolve"]
 
@@ -70,24 +72,6 @@ async def system_resolve(host: str, port: int) -> list[str]:
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
-class _PinnedResolver(AbstractResolver):
-    """Answers only with addresses vetted for this fetch; never performs a lookup."""
-
-    def __init__(self) -> None:
-        self.pins: dict[str, list[ResolveResult]] = {}
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        pinned = self.pins.get(host)
-        if pinned is None:
-            raise OSError(f"{host} was not vetted for this fetch")
-        return [{**result, "port": port} for result in pinned]
-
-    async def close(self) -> None:
-        return None
-
-
 class _Refuse:
     """Builds this fetch's 422s: every one names the field and at most the user's host."""
 
@@ -119,6 +103,8 @@ class ReferenceFetcher:
         timeout_seconds: float = 20.0,
     ) -> FetchedBlob:
         """Fetch `url` into `store` under `key`; `ValidationFailed` naming `field` if refused."""
+        from gateway.artifacts.fetch_session import ClientError  # aiohttp: see that module
+
         first = self._parse(url, _Refuse(field, "the host"))
         refuse = _Refuse(field, first.host or "the host")
         try:
@@ -126,7 +112,7 @@ class ReferenceFetcher:
                 return await self._fetch(first, refuse, store, key, allowed_types, max_bytes)
         except TimeoutError as exc:
             raise refuse(f"{{host}} did not deliver within {timeout_seconds:g} s.") from exc
-        except aiohttp.ClientError as exc:
+        except ClientError as exc:
             raise refuse("could not be fetched from {host}.") from exc
 
     def check(self, url: str, *, field: str) -> None:
@@ -187,15 +173,10 @@ class ReferenceFetcher:
         allowed_types: frozenset[str],
         max_bytes: int,
     ) -> FetchedBlob:
-        resolver = _PinnedResolver()
-        connector = aiohttp.TCPConnector(resolver=resolver, use_dns_cache=False, force_close=True)
-        async with aiohttp.ClientSession(
-            connector=connector,
-            trust_env=False,  # no proxy from the environment: the vetted address is the peer
-            auto_decompress=False,
-            headers=_HEADERS,
-            timeout=aiohttp.ClientTimeout(total=None),  # the caller's deadline covers it all
-        ) as session:
+        from gateway.artifacts.fetch_session import PinnedResolver, open_session
+
+        resolver = PinnedResolver()
+        async with open_session(resolver, _HEADERS) as session:
             for hop in range(self.policy.max_redirects + 1):
                 resolver.pins = {
                     url.raw_host or "": await self._vet(url, refuse, redirected=hop > 0)
@@ -209,7 +190,7 @@ class ReferenceFetcher:
                     return await self._store(response, refuse, store, key, allowed_types, max_bytes)
         raise refuse(f"redirected more than {self.policy.max_redirects} times.")
 
-    def _next_hop(self, url: URL, response: aiohttp.ClientResponse, refuse: _Refuse) -> URL:
+    def _next_hop(self, url: URL, response: ClientResponse, refuse: _Refuse) -> URL:
         location = response.headers.get("Location")
         if not location:
             raise refuse("{host} answered a redirect without a Location.")
@@ -221,7 +202,7 @@ class ReferenceFetcher:
 
     async def _store(
         self,
-        response: aiohttp.ClientResponse,
+        response: ClientResponse,
         refuse: _Refuse,
         store: BlobStore,
         key: str,

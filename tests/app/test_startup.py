@@ -150,3 +150,24 @@ def _healthy(port: str) -> bool:
         return httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def test_the_app_loads_neither_pydantic_nor_its_plugins(tmp_path: Path) -> None:
+    """Litestar adds its pydantic plugin when pydantic is installed (it is here, beside the
+    SDKs): the gateway's app does without it, and so never imports pydantic."""
+    probe = (
+        "import sys; from gateway.app.factory import create_app; app = create_app(); "
+        "print(any('Pydantic' in type(p).__name__ for p in app.plugins), 'pydantic' in sys.modules)"
+    )
+    environment = {**os.environ, "GATEWAY_DATA_DIR": str(tmp_path / "data")}
+    environment.pop("GATEWAY_CONFIG", None)
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        env=environment,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.split("\n")[-2] == "False False", done.stdout

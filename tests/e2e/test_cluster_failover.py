@@ -18,10 +18,10 @@ from tests.support.gateway_process import GatewayProcess, start_gateway
 from tests.support.process_group import serving_pids, start_processes
 from tests.support.redis_cluster import LocalCluster, cluster_binaries
 from tests.support.routing_files import MEDIA_CONFIG
-from tests.support.serial import SERIAL
+from tests.support.serial import STORE_FAULTS
 from tests.support.waiting import wait_until
 
-pytestmark = SERIAL
+pytestmark = STORE_FAULTS
 
 
 @pytest.fixture

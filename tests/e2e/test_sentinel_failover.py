@@ -16,10 +16,10 @@ from tests.e2e.failover_load import Load, check_books
 from tests.support.gateway_process import GatewayProcess, start_gateway
 from tests.support.redis_sentinel import LocalSentinel
 from tests.support.routing_files import MEDIA_CONFIG
-from tests.support.serial import SERIAL
+from tests.support.serial import STORE_FAULTS
 from tests.support.waiting import wait_until
 
-pytestmark = SERIAL
+pytestmark = STORE_FAULTS
 
 
 @pytest.fixture

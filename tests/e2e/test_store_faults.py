@@ -26,10 +26,10 @@ import pytest
 
 from tests.support.gateway_process import GatewayProcess, start_gateway
 from tests.support.redis_server import RedisServer
-from tests.support.serial import SERIAL
+from tests.support.serial import STORE_FAULTS
 from tests.support.waiting import wait_until
 
-pytestmark = SERIAL
+pytestmark = STORE_FAULTS
 
 CONFIG = """
 [gateway]

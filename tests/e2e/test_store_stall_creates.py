@@ -26,10 +26,10 @@ from tests.e2e.media_support import root_of
 from tests.support.gateway_process import GatewayProcess, start_gateway
 from tests.support.redis_server import RedisServer
 from tests.support.routing_files import MEDIA_CONFIG
-from tests.support.serial import SERIAL
+from tests.support.serial import STORE_FAULTS
 from tests.support.waiting import wait_until
 
-pytestmark = SERIAL
+pytestmark = STORE_FAULTS
 
 CLIENTS = 32
 STALL_SECONDS = 5.0

@@ -25,10 +25,10 @@ import pytest
 from tests.support.gateway_process import GatewayProcess, start_gateway
 from tests.support.redis_server import RedisServer
 from tests.support.routing_files import MEDIA_CONFIG
-from tests.support.serial import SERIAL
+from tests.support.serial import STORE_FAULTS
 from tests.support.waiting import wait_until
 
-pytestmark = SERIAL
+pytestmark = STORE_FAULTS
 
 BOUND = 2.0
 """docs/api.md, "When the store stalls or goes away"."""

@@ -20,7 +20,7 @@ from gateway.store.redis.cluster_pipeline import ClusterScriptPipeline
 from gateway.store.redis.pipeline import LuaScript, ScriptPipeline
 from tests.store.support import Run, admission, settlement
 from tests.support.redis_cluster import ClusterNode, LocalCluster, cluster_binaries
-from tests.support.serial import SERIAL
+from tests.support.serial import STORE_FAULTS
 from tests.support.waiting import wait_until
 
 _SET = LuaScript.of(
@@ -88,7 +88,7 @@ def test_a_slot_that_moves_is_followed_by_ask_then_moved(cluster: LocalCluster, 
         assert client.mget([here, there_key]) == [b"v4", b"v2"]
 
 
-@SERIAL
+@STORE_FAULTS
 def test_a_killed_master_costs_only_retryable_failures_and_loses_no_answer(
     cluster: LocalCluster, run: Run
 ) -> None:

@@ -14,7 +14,7 @@ from gateway.store.base import AdmissionOutcome
 from gateway.store.redis import RedisStore
 from tests.store.support import Run, admission, settlement
 from tests.support.redis_sentinel import LocalSentinel
-from tests.support.serial import SERIAL
+from tests.support.serial import STORE_FAULTS
 from tests.support.waiting import wait_until
 
 
@@ -35,7 +35,7 @@ def _paid_call(store: RedisStore, run: Run, call_id: str, charge: int) -> bool:
     return True
 
 
-@SERIAL
+@STORE_FAULTS
 def test_the_store_follows_the_primary_through_a_failover(
     sentinel: LocalSentinel, run: Run
 ) -> None:

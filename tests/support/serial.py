@@ -1,9 +1,13 @@
-"""Tests that must not run beside others under pytest-xdist: `SERIAL` and `exclusive`.
+"""Tests that must not run beside others under pytest-xdist: `SERIAL`, `STORE_FAULTS` and
+`exclusive`.
 
 `SERIAL` marks tests that measure a process (its resident memory, how fast it answers while
-attacked), pause or kill a Redis, or load the machine for long (the soak, a crowd of slow
-clients). With `--dist loadgroup` (pyproject.toml) they all run on one worker, one after the
-other, so no two of them ever overlap; the light tests run on the other workers meanwhile.
+attacked) or load the machine for long (the soak, a crowd of slow clients). With `--dist
+loadgroup` (pyproject.toml) they all run on one worker, one after the other, so no two of them
+ever overlap; the light tests run on the other workers meanwhile. `STORE_FAULTS` is the same for
+the tests that pause, kill or fail over Redis servers of their own (several processes each, and
+bounds on how fast the gateway answers meanwhile): one after the other on a worker of their own,
+beside the `SERIAL` group, so neither group's length adds to the other's.
 
 `exclusive` is for the few whose measure is CPU time against the clock (a writer racing a
 checkpointing thread): the test runs alone on the machine. Every test takes its `turn`: a shared
@@ -24,9 +28,12 @@ from typing import TypeVar
 
 import pytest
 
-__all__ = ["EXCLUSIVE_MARK", "SERIAL", "exclusive", "turn"]
+__all__ = ["EXCLUSIVE_MARK", "LONG_GROUPS", "SERIAL", "STORE_FAULTS", "exclusive", "turn"]
 
 SERIAL = pytest.mark.xdist_group("serial")
+STORE_FAULTS = pytest.mark.xdist_group("store_faults")
+LONG_GROUPS = frozenset({"serial", "store_faults"})
+"""The groups that start the run (tests/conftest.py): each is minutes on one worker."""
 EXCLUSIVE_MARK = "exclusive"
 
 F = TypeVar("F", bound=Callable[..., object])
