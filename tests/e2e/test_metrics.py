@@ -226,6 +226,8 @@ def test_a_real_prometheus_scrapes_the_gateway(gateway: GatewayProcess, tmp_path
                 )
             except httpx.HTTPError:
                 return {}
+            if reply.status_code != 200:  # 503 "Service Unavailable" (text) until it is ready
+                return {"not ready": reply.status_code}
             result: dict[str, Any] = reply.json()
             return result
 
