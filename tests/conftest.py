@@ -39,9 +39,9 @@ __all__ = [
 
 def _one_tls_context_for_httpx() -> None:
     """httpx builds a TLS context for every client it makes (each `httpx.get`, each SDK client),
-    parsing certifi's CA bundle: ~54 ms of CPU each, measured, thousands of times a run. Every
-    connection of the tests is plain HTTP to a local process, so the default context is built
-    once and shared (an SSLContext is meant to be shared); any other `verify` is untouched."""
+    parsing certifi's CA bundle: ~54 ms of CPU each, measured, about two per end-to-end test.
+    Every connection of the tests is plain HTTP to a local process, so the default context is
+    built once and shared (an SSLContext is meant to be shared); any other `verify` is kept."""
     import httpx
     from httpx._transports import default
 
