@@ -7,7 +7,6 @@ come back as the SDK's typed errors. Recorded exchanges: test_messages_recorded.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -300,7 +299,7 @@ def test_requests_are_counted_by_dialect(
         )
         >= 1
     )
-    lines = [json.loads(line) for line in gateway.logs().splitlines() if line.startswith("{")]
+    lines = gateway.log_records()
     assert any(
         line.get("event") == "request" and line.get("dialect") == "anthropic" for line in lines
     )

@@ -12,7 +12,6 @@ the request's arrival to its answer. What the test's own 96 clients add on a bus
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -106,7 +105,7 @@ async def _all_at_once(base: str, key: str, task_id: str) -> list[Answer]:
 
 def _access_log(process: GatewayProcess, *, status: int) -> list[dict[str, Any]]:
     """The gateway's access-log lines (event `request`) of answers with `status`."""
-    lines = (json.loads(line) for line in process.logs().splitlines() if line.startswith("{"))
+    lines = process.log_records()
     return [line for line in lines if line.get("event") == "request" and line["status"] == status]
 
 

@@ -45,7 +45,6 @@ class Control:
 
     def __init__(self, *, cancel_after: int | None = None) -> None:
         self.checkpoints: list[tuple[float, str, str]] = []
-        self.times: list[float] = []
         self.cancel_after = cancel_after
         self.cancel_requested = False
 
@@ -54,7 +53,6 @@ class Control:
 
     async def checkpoint(self, percent: float, stage: str, message: str = "") -> None:
         self.checkpoints.append((percent, stage, message))
-        self.times.append(time.perf_counter())
         if self.cancel_after is not None and len(self.checkpoints) >= self.cancel_after:
             self.cancel_requested = True
         if self.cancel_requested:

@@ -131,11 +131,12 @@ def test_the_sweep_removes_every_entry_of_an_expired_task(redis_stores: Stores, 
     for task_id in ("task_10", "task_11"):
         run(store.finalize_task(TaskFinal(tenant="t1", task_id=task_id, status="succeeded")))
     swept: list[int] = []  # the two expire 0.3 s after their own finalize: maybe in two sweeps
-    wait_until(
-        lambda: swept.append(run(store.sweep_tasks())) or sum(swept),
-        lambda total: total >= 2,
-        what="the expired tasks swept",
-    )
+
+    def sweep() -> int:
+        swept.append(run(store.sweep_tasks()))
+        return sum(swept)
+
+    wait_until(sweep, lambda total: total >= 2, what="the expired tasks swept")
     assert sum(swept) == 2
     tasks = _records(store, run, ids)
     assert sorted(t.task_id for t in tasks) == sorted(set(ids) - {"task_10", "task_11"})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -9,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -50,6 +52,10 @@ class GatewayProcess:
 
     def logs(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def log_records(self) -> list[dict[str, Any]]:
+        """The log's JSON lines, decoded (anything else the process printed is left out)."""
+        return [json.loads(line) for line in self.logs().splitlines() if line.startswith("{")]
 
     def stop(self) -> None:
         if self.process.poll() is None:
