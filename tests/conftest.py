@@ -17,10 +17,12 @@ module is their xdist group), so the fixture is made once; tests marked `SERIAL`
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import ssl
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +31,7 @@ from tests.support.redis_server import RedisServer
 from tests.support.serial import EXCLUSIVE_MARK, LONG_GROUPS, turn
 
 __all__ = [
+    "pytest_collection_finish",
     "pytest_collection_modifyitems",
     "pytest_configure",
     "pytest_runtest_protocol",
@@ -67,6 +70,8 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if not hasattr(config, "workerinput"):  # once: the xdist controller, or a run without it
         _compile_the_project()
+        if config.getoption("assertmode") == "rewrite":
+            _rewrite_the_test_modules(config)
 
 
 def _compile_the_project() -> None:
@@ -77,11 +82,50 @@ def _compile_the_project() -> None:
     bytecode it compiles, so each compiled about 150 modules from source again: ~0.12 s of CPU
     per process start. compileall writes it whatever that variable says; they all read it."""
     import compileall
-    from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
     for package in ("gateway", "providers", "tests"):
         compileall.compile_dir(root / package, quiet=1)
+
+
+def _rewrite_the_test_modules(config: pytest.Config) -> None:
+    """pytest's rewritten test modules, cached before the workers start.
+
+    Each xdist worker imports every test module, and pytest rewrites the asserts of each as it
+    does: ~6 s of CPU per worker for the whole tree. It keeps the result beside the module
+    unless bytecode writing is off, which PYTHONDONTWRITEBYTECODE turns off (this machine sets
+    it), but it reads a cached one either way. Written here once, with pytest's own functions,
+    the workers read it. Those functions are pytest's internals: if an upgrade moves them, the
+    workers rewrite for themselves again, as before (slower, not wrong)."""
+    try:
+        from _pytest.assertion import rewrite
+    except ImportError:
+        return
+    state = config.stash[rewrite.assertstate_key]
+    for path in sorted(Path(__file__).resolve().parent.rglob("*.py")):
+        if not (path.name.startswith("test_") or path.name == "conftest.py"):
+            continue
+        cache = rewrite.get_cache_dir(path)
+        pyc = cache / (path.name[:-3] + rewrite.PYC_TAIL)
+        if rewrite._read_pyc(path, pyc, state.trace) is not None:
+            continue  # cached and still current
+        source_stat, code = rewrite._rewrite_test(path, config)
+        if rewrite.try_makedirs(cache):
+            rewrite._write_pyc(state, code, source_stat, pyc)
+
+
+gc.disable()  # while collecting: imports make no garbage worth a collection's walk
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection imported (the SDKs' thousands of model classes, the gateway, every test
+    module) lives until the session ends: frozen, the collector stops walking it. Each full
+    collection had walked it all, ~0.2 s of CPU each, ~5 s per worker on the store, API and
+    chat tests alone (measured with gc.callbacks), and could outlast a Redis call's 2 s bound
+    on a busy machine."""
+    gc.collect()
+    gc.freeze()
+    gc.enable()
 
 
 @pytest.hookimpl(wrapper=True)

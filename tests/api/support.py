@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
@@ -72,8 +73,9 @@ async def in_process_app(tmp_path: Path, **overrides: Any) -> AsyncIterator[InPr
         await store.close()
     app = create_app(settings, config)
     keys = {"default": default_key, "limited": limited_key}
-    try:
+    # The lifespan freezes what it built, for a long-lived server (gateway/app/factory.py).
+    # Here the app lives for one test: frozen, it would never be freed; unfrozen afterwards,
+    # so would what the test session froze (tests/conftest.py), for every collection to walk.
+    with mock.patch.object(gc, "freeze"):
         async with AsyncTestClient(app, base_url="http://gateway.local") as client:
             yield InProcessApp(app=app, client=client, config=config, keys=keys)
-    finally:
-        gc.unfreeze()  # the lifespan froze what it built, for a long-lived server

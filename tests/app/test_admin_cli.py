@@ -7,13 +7,13 @@ import asyncio
 import hashlib
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from gateway.store.base import RateLimits, TaskCreate
 from gateway.store.sqlite import SqliteStore
 from tests.store.support import admission, create_confirmed, settlement
+from tests.support import preloaded
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,14 +29,7 @@ def run(
     for name in ("GATEWAY_STORE_URL", "GATEWAY_ADMIN_TOKEN", "GATEWAY_ADMIN_TOKEN_HASH"):
         environment.pop(name, None)
     environment.update(env or {})
-    result = subprocess.run(
-        [sys.executable, "-m", "gateway.app.cli", *args],
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-    )
+    result = preloaded.run(args, env=environment, cwd=tmp_path)
     assert "Traceback" not in result.stderr, result.stderr
     return result
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
+
+from tests.support import preloaded
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,14 +18,7 @@ def run(tmp_path: Path, *args: str, config: Path | None = None) -> subprocess.Co
         "GATEWAY_CONFIG": str(config or ROOT / "config" / "gateway.toml"),
     }
     env.pop("GATEWAY_STORE_URL", None)
-    return subprocess.run(
-        [sys.executable, "-m", "gateway.app.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-    )
+    return preloaded.run(args, env=env, cwd=tmp_path)
 
 
 def test_keys_create_prints_only_the_key(tmp_path: Path) -> None:

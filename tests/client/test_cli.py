@@ -15,6 +15,7 @@ import pytest
 from PIL import Image
 
 from tests.client.support import media_gateway
+from tests.support import preloaded
 from tests.support.gateway_process import GatewayProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,14 +45,8 @@ def tasks(
     gateway: GatewayProcess, tmp_path: Path, *args: str, key: str | None = ""
 ) -> subprocess.CompletedProcess[str]:
     """`python -m gateway.app.cli tasks ARGS` (key "" = the gateway's default key)."""
-    return subprocess.run(
-        [sys.executable, "-m", "gateway.app.cli", "tasks", *args],
-        env=_env(gateway, tmp_path, gateway.api_key if key == "" else key),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
+    env = _env(gateway, tmp_path, gateway.api_key if key == "" else key)
+    return preloaded.run(["tasks", *args], env=env, cwd=tmp_path, timeout=90)
 
 
 def _one_error_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -207,7 +202,9 @@ def test_image_to_image_from_a_local_file(gateway: GatewayProcess, tmp_path: Pat
 
 
 def test_a_terminal_gets_a_progress_bar(gateway: GatewayProcess, tmp_path: Path) -> None:
-    created = tasks(gateway, tmp_path, "create", "image", "--prompt", "p [[sim:task_ms=3000]]")
+    # Long enough that `tasks wait` polls it running: a loaded 2-core machine took over 3 s from
+    # the create to the first poll (two CLI starts), and a bar drawn once proves no redraw.
+    created = tasks(gateway, tmp_path, "create", "image", "--prompt", "p [[sim:task_ms=12000]]")
     task_id = created.stdout.strip()
     leader, follower = pty.openpty()
     try:

@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -19,7 +18,8 @@ import pytest
 import redis
 
 from tests.e2e.media_support import png_bytes, post_task, root_of, wait_for_task
-from tests.support.gateway_process import ROOT, GatewayProcess, start_gateway
+from tests.support import preloaded
+from tests.support.gateway_process import GatewayProcess, start_gateway
 from tests.support.metrics_scrape import scrape, total, value
 from tests.support.ports import free_port
 from tests.support.routing_files import MEDIA_CONFIG
@@ -255,16 +255,15 @@ def test_gateway_and_worker_processes_sum_in_one_scrape(redis_url: str, tmp_path
     folder.mkdir()
     env = {"PROMETHEUS_MULTIPROC_DIR": str(folder), "GATEWAY_WORKERS": "0"}
     gateway = start_gateway(tmp_path / "gw", MEDIA_CONFIG, store_url=shared, extra_env=env)
-    worker: subprocess.Popen[bytes] | None = None
+    worker: preloaded.Process | None = None
     worker_log = (tmp_path / "worker.log").open("wb")
     try:
         key = gateway.new_key("default")
         gateway.grant("default", "500")
         worker_env = {**gateway.env, **env, "GATEWAY_WORKERS": "2"}
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "gateway.app.cli", "worker"],
+        worker = preloaded.spawn(
+            ["worker"],
             env=worker_env,
-            cwd=ROOT,
             stdout=worker_log,
             stderr=subprocess.STDOUT,
         )

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +22,8 @@ from tests.e2e.media_support import (
     wait_for_task,
     wav_bytes,
 )
-from tests.support.gateway_process import ROOT, client_for, start_gateway
+from tests.support import preloaded
+from tests.support.gateway_process import client_for, start_gateway
 from tests.support.redis_server import RedisServer
 from tests.support.routing_files import MEDIA_CONFIG
 from tests.support.s3_server import S3Server, s3_server_or_skip
@@ -118,10 +118,9 @@ def test_a_separate_worker_process_writes_outputs_to_the_bucket(
     gateway = start_gateway(tmp_path / "gw", MEDIA_CONFIG, store_url=redis_url, extra_env=env)
     log = tmp_path / "worker.log"
     with log.open("wb") as out:
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "gateway.app.cli", "worker", "--concurrency", "2"],
+        worker = preloaded.spawn(
+            ["worker", "--concurrency", "2"],
             env=gateway.env,
-            cwd=ROOT,
             stdout=out,
             stderr=subprocess.STDOUT,
         )

@@ -128,7 +128,9 @@ def soak(redis_url: str, tmp_path: Path) -> Iterator[Soak]:
             }
             for name in ("a", "b"):
                 replicas.append(
-                    start_gateway(tmp_path / name, config, store_url=store_url, extra_env=shared)
+                    start_gateway(
+                        tmp_path / name, config, store_url=store_url, extra_env=shared, fresh=True
+                    )
                 )
             keys = {}
             for tenant in ("alpha", "beta"):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,8 @@ from tests.e2e.media_support import (
     task_entries,
     wait_for_task,
 )
-from tests.support.gateway_process import ROOT, GatewayProcess, client_for, start_gateway
+from tests.support import preloaded
+from tests.support.gateway_process import GatewayProcess, client_for, start_gateway
 from tests.support.redis_server import RedisServer
 from tests.support.routing_files import MEDIA_CONFIG
 from tests.support.waiting import wait_until
@@ -50,12 +50,11 @@ def _start(workdir: Path, store_url: str | None, **env: str) -> tuple[GatewayPro
     return gateway, key
 
 
-def _worker(gateway: GatewayProcess, log: Path) -> subprocess.Popen[bytes]:
+def _worker(gateway: GatewayProcess, log: Path) -> preloaded.Process:
     with log.open("ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "gateway.app.cli", "worker", "--concurrency", "4"],
+        return preloaded.spawn(
+            ["worker", "--concurrency", "4"],
             env=gateway.env,
-            cwd=ROOT,
             stdout=out,
             stderr=subprocess.STDOUT,
         )
@@ -99,7 +98,7 @@ def test_a_killed_worker_process_leaves_no_task_behind(
 ) -> None:
     gateway, key = _start(tmp_path / "gw", store_url, GATEWAY_WORKERS="0")
     first = _worker(gateway, tmp_path / "worker-1.log")
-    second: subprocess.Popen[bytes] | None = None
+    second: preloaded.Process | None = None
     try:
         with client_for(gateway, key, timeout=10) as client:
             ids = _create_slow_tasks(client)

@@ -23,6 +23,7 @@ from tests.store.support import Run
 from tests.support.redis_cluster import LocalCluster, redis_cluster
 
 __all__ = [
+    "CALL_BOUND_SECONDS",
     "cluster_stores",
     "redis_cluster",
     "redis_prefix",
@@ -31,6 +32,14 @@ __all__ = [
     "runner",
     "store",
 ]
+
+
+CALL_BOUND_SECONDS = 10.0
+"""How long a contract test's store waits for a Redis call (the gateway's default is 2 s). These
+tests check what the store does; on a machine whose two cores the whole suite keeps busy, a
+read of the shared cluster once took longer than 2 s (a CI-like run, 2026-11-27). The bound
+itself has tests of its own, on paused servers (tests/store/test_redis_pipeline.py,
+tests/e2e/test_store_stall_*.py)."""
 
 
 def _delete_prefix(url: str, prefix: str) -> None:
@@ -75,7 +84,7 @@ def redis_stores(
     opened: list[RedisStore] = []
 
     def make() -> RedisStore:
-        store = RedisStore(redis_url, prefix=redis_prefix)
+        store = RedisStore(redis_url, prefix=redis_prefix, socket_timeout=CALL_BOUND_SECONDS)
         runner.run(store.open())
         opened.append(store)
         return store
@@ -94,7 +103,7 @@ def cluster_stores(
     opened: list[RedisStore] = []
 
     def make() -> RedisStore:
-        store = RedisStore(redis_cluster.url, prefix=prefix)
+        store = RedisStore(redis_cluster.url, prefix=prefix, socket_timeout=CALL_BOUND_SECONDS)
         runner.run(store.open())
         opened.append(store)
         return store

@@ -22,6 +22,7 @@ from gateway.store.sqlite import SqliteStore
 from gateway.store.sqlite.checkpoint import WalLimits
 from gateway.store.sqlite.schema import SCHEMA_VERSION
 from tests.store.support import Run, admission, claim, release, settlement
+from tests.support.clock import Clock
 from tests.support.serial import exclusive
 
 ADMITTED = AdmissionOutcome.ADMITTED
@@ -109,8 +110,13 @@ def test_admission_and_release_write_nothing(tmp_path: Path, run: Run) -> None:
 
 
 def test_expired_memory_entries_are_swept(tmp_path: Path, run: Run) -> None:
-    """Calls that never come back leave nothing behind once their hold and lease expire."""
-    store = SqliteStore(tmp_path / "g.db", sweep_seconds=0.0)
+    """Calls that never come back leave nothing behind once their hold and lease expire.
+
+    The store reads the test's clock: on the wall's, a busy machine took longer than a bucket's
+    0.1 s refill over the 50 admissions, and the sweeps removed buckets before they were counted.
+    """
+    clock = Clock()
+    store = SqliteStore(tmp_path / "g.db", sweep_seconds=0.0, clock=clock)
     run(store.open())
     try:
         run(store.grant("t1", 10**6, entry_id="g1", reason="top-up"))
@@ -135,7 +141,7 @@ def test_expired_memory_entries_are_swept(tmp_path: Path, run: Run) -> None:
         }
         assert run(store.wallet("t1")).held_units == 500
 
-        time.sleep(1.2)  # holds, leases and markers expired; buckets refilled (0.1 s)
+        clock.advance(1.2)  # holds, leases and markers expired; buckets refilled (0.1 s)
 
         assert run(store.wallet("t1")).held_units == 0
         run(store.admit(admission("next", api_key_id="k-next", rpm=0)))  # sweeps

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from tests.support import preloaded
 from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 
@@ -26,20 +27,14 @@ __all__ = ["ROOT", "GatewayProcess", "client_for", "start_gateway"]
 class GatewayProcess:
     base_url: str
     env: dict[str, str]
-    process: subprocess.Popen[bytes]
+    process: preloaded.Process
     log_path: Path
     api_key: str | None = None
     keys: dict[str, str] = field(default_factory=dict)
 
     def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(
-            [sys.executable, "-m", "gateway.app.cli", *args],
-            env=self.env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        """`gateway ARGS` with the gateway's settings (tests/support/preloaded.py)."""
+        result = preloaded.run(args, env=self.env, cwd=ROOT, timeout=60)
         if check and result.returncode != 0:
             raise AssertionError(f"gateway {' '.join(args)} failed: {result.stderr}")
         return result
@@ -74,9 +69,14 @@ def start_gateway(
     store_url: str | None = None,
     extra_env: dict[str, str] | None = None,
     launcher: Sequence[str] = (),
+    fresh: bool = False,
 ) -> GatewayProcess:
-    """`launcher`: a command the server runs under (e.g. `nsenter ... --`), which must exec
-    it in place so that `process` is the gateway itself."""
+    """`gateway serve` on a free port, answering /health when this returns.
+
+    It is forked from the test process's preloaded interpreter (tests/support/preloaded.py)
+    unless `fresh` (a new interpreter: for tests that measure the process's memory) or
+    `launcher`: a command the server runs under (e.g. `nsenter ... --`), which must exec it in
+    place so that `process` is the gateway itself."""
     workdir.mkdir(parents=True, exist_ok=True)
     config_path = workdir / "gateway.toml"
     config_path.write_text(config_text)
@@ -93,24 +93,19 @@ def start_gateway(
         env["GATEWAY_STORE_URL"] = store_url
     env.update(extra_env or {})
     log_path = workdir / f"gateway-{port}.log"
+    serve = ["serve", "--host", "127.0.0.1", "--port", str(port)]
+    process: preloaded.Process
     with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [
-                *launcher,
-                sys.executable,
-                "-m",
-                "gateway.app.cli",
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-            ],
-            env=env,
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        if launcher or fresh:
+            process = subprocess.Popen(
+                [*launcher, sys.executable, "-m", "gateway.app.cli", *serve],
+                env=env,
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        else:
+            process = preloaded.spawn(serve, env=env, stdout=log, stderr=subprocess.STDOUT)
     gateway = GatewayProcess(
         base_url=f"http://127.0.0.1:{port}/v1", env=env, process=process, log_path=log_path
     )
