@@ -65,7 +65,10 @@ def runner() -> Iterator[asyncio.Runner]:
 
 @pytest.fixture
 def run(runner: asyncio.Runner) -> Run:
-    return runner.run
+    """Runs a coroutine to its end on the test's loop. The loop's own `run_until_complete`, not
+    `Runner.run`, which installs and restores a SIGINT handler on every call: the stateful
+    tests make ~30,000 calls, and it was ~18 % of their CPU."""
+    return runner.get_loop().run_until_complete
 
 
 @pytest.fixture

@@ -133,7 +133,7 @@ class Backends:
             self._sync = redis.Redis.from_url(redis_url)
 
     def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
-        return self.runner.run(coro)
+        return self.runner.get_loop().run_until_complete(coro)  # see tests/store/conftest.py
 
     def open(self) -> Backend:
         self._opened += 1

@@ -23,6 +23,14 @@ __all__ = ["SERVICE", "LocalSentinel"]
 SERVICE = "gw"
 
 
+DOWN_AFTER_MS = 3000
+"""How long a primary may not answer before the sentinels fail it over. It was 1 s: with the
+suite keeping both cores busy, a test's store then once found an empty wallet right after a
+failover (2026-11-27), most likely a second failover, of a new primary starved that long, to
+the restarted old one still loading its first sync. The sentinels' logs are kept beside them
+(`sentinel-<port>.log`) to tell."""
+
+
 class LocalSentinel:
     def __init__(self, binary: str, workdir: Path) -> None:
         self.binary, self.workdir = binary, workdir
@@ -59,7 +67,8 @@ class LocalSentinel:
             conf.write_text(
                 f"port {port}\nbind 127.0.0.1\ndir {self.workdir}\n"
                 f"sentinel monitor {SERVICE} 127.0.0.1 {self.primary.port} 2\n"
-                f"sentinel down-after-milliseconds {SERVICE} 1000\n"
+                f"logfile {self.workdir / f'sentinel-{port}.log'}\n"
+                f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}\n"
                 f"sentinel failover-timeout {SERVICE} 5000\n"
                 f"sentinel parallel-syncs {SERVICE} 1\n"
             )
