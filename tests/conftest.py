@@ -72,6 +72,8 @@ def pytest_configure(config: pytest.Config) -> None:
         _compile_the_project()
         if config.getoption("assertmode") == "rewrite":
             _rewrite_the_test_modules(config)
+        if getattr(config.option, "numprocesses", None):  # xdist's controller collects nothing
+            gc.enable()
 
 
 def _compile_the_project() -> None:
@@ -92,11 +94,12 @@ def _rewrite_the_test_modules(config: pytest.Config) -> None:
     """pytest's rewritten test modules, cached before the workers start.
 
     Each xdist worker imports every test module, and pytest rewrites the asserts of each as it
-    does: ~6 s of CPU per worker for the whole tree. It keeps the result beside the module
-    unless bytecode writing is off, which PYTHONDONTWRITEBYTECODE turns off (this machine sets
-    it), but it reads a cached one either way. Written here once, with pytest's own functions,
-    the workers read it. Those functions are pytest's internals: if an upgrade moves them, the
-    workers rewrite for themselves again, as before (slower, not wrong)."""
+    does: ~6 s of CPU for the whole tree, measured in one collection alone. It keeps the result
+    beside the module unless bytecode writing is off, which PYTHONDONTWRITEBYTECODE turns off
+    (this machine sets it), but it reads a cached one either way. Written here once, with
+    pytest's own functions, the workers read it. Those functions are pytest's internals: if an
+    upgrade moves them, the workers rewrite for themselves again, as before (slower, not
+    wrong)."""
     try:
         from _pytest.assertion import rewrite
     except ImportError:
@@ -114,7 +117,7 @@ def _rewrite_the_test_modules(config: pytest.Config) -> None:
             rewrite._write_pyc(state, code, source_stat, pyc)
 
 
-gc.disable()  # while collecting: imports make no garbage worth a collection's walk
+gc.disable()  # while collecting (see below): imports make no garbage worth a collection's walk
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
