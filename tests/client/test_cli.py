@@ -44,7 +44,8 @@ def _env(gateway: GatewayProcess, tmp_path: Path, key: str | None) -> dict[str, 
 def tasks(
     gateway: GatewayProcess, tmp_path: Path, *args: str, key: str | None = ""
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m gateway.app.cli tasks ARGS` (key "" = the gateway's default key)."""
+    """`gateway tasks ARGS`, forked as tests/support/preloaded.py does (key "" = the gateway's
+    default key)."""
     env = _env(gateway, tmp_path, gateway.api_key if key == "" else key)
     return preloaded.run(["tasks", *args], env=env, cwd=tmp_path, timeout=90)
 
