@@ -21,6 +21,7 @@ import gc
 import os
 import shutil
 import ssl
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from typing import Any
 import pytest
 
 from tests.support.redis_server import RedisServer
-from tests.support.serial import EXCLUSIVE_MARK, LONG_GROUPS, turn
+from tests.support.serial import EXCLUSIVE_MARK, LONG_GROUPS, count_exclusive, turn
 
 __all__ = [
     "pytest_collection_finish",
@@ -63,20 +64,49 @@ def _one_tls_context_for_httpx() -> None:
 
 _one_tls_context_for_httpx()
 
+# Importing hypothesis (the stateful store tests) looks up its plugins among the entry points of
+# every installed distribution, then imports trio for the one it finds: ~0.37 s of CPU in each
+# worker's collection, measured. No test runs trio.
+os.environ.setdefault("HYPOTHESIS_NO_PLUGINS", "1")
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{EXCLUSIVE_MARK}: runs alone on the machine (tests/support/serial.py)"
     )
     if not hasattr(config, "workerinput"):  # once: the xdist controller, or a run without it
-        _compile_the_project()
-        if config.getoption("assertmode") == "rewrite":
-            _rewrite_the_test_modules(config)
+        _prepare_on_two_cores(config)
         if getattr(config.option, "numprocesses", None):  # xdist's controller collects nothing
             gc.enable()
 
 
-def _compile_the_project() -> None:
+def _prepare_on_two_cores(config: pytest.Config) -> None:
+    """Bytecode and rewritten test modules, written before any worker starts. Each file is
+    work of its own, so a forked child takes every other one: ~2 s of CPU on a clean clone
+    (on the faster hours of this two-core machine), before which no worker can start."""
+    child = os.fork()
+    half = 1 if child == 0 else 0
+    try:
+        _compile_the_project(half)
+        if config.getoption("assertmode") == "rewrite":
+            _rewrite_the_test_modules(config, half)
+    except BaseException:
+        if child == 0:
+            traceback.print_exc()
+            os._exit(1)
+        raise
+    if child == 0:
+        os._exit(0)
+    _, status = os.waitpid(child, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError("preparing the test run failed in its second process (above)")
+
+
+def _halve(paths: list[Path], half: int) -> list[Path]:
+    return sorted(paths)[half::2]
+
+
+def _compile_the_project(half: int) -> None:
     """Bytecode for the project's modules, written before any test starts a process.
 
     Hundreds of subprocesses (gateways, workers, CLI calls) import the project. Where the
@@ -86,11 +116,16 @@ def _compile_the_project() -> None:
     import compileall
 
     root = Path(__file__).resolve().parent.parent
-    for package in ("gateway", "providers", "tests"):
-        compileall.compile_dir(root / package, quiet=1)
+    sources = [
+        path
+        for package in ("gateway", "providers", "tests")
+        for path in (root / package).rglob("*.py")
+    ]
+    for path in _halve(sources, half):
+        compileall.compile_file(path, quiet=1)
 
 
-def _rewrite_the_test_modules(config: pytest.Config) -> None:
+def _rewrite_the_test_modules(config: pytest.Config, half: int) -> None:
     """pytest's rewritten test modules, cached before the workers start.
 
     Each xdist worker imports every test module, and pytest rewrites the asserts of each as it
@@ -105,9 +140,12 @@ def _rewrite_the_test_modules(config: pytest.Config) -> None:
     except ImportError:
         return
     state = config.stash[rewrite.assertstate_key]
-    for path in sorted(Path(__file__).resolve().parent.rglob("*.py")):
-        if not (path.name.startswith("test_") or path.name == "conftest.py"):
-            continue
+    modules = [
+        path
+        for path in Path(__file__).resolve().parent.rglob("*.py")
+        if path.name.startswith("test_") or path.name == "conftest.py"
+    ]
+    for path in _halve(modules, half):
         cache = rewrite.get_cache_dir(path)
         pyc = cache / (path.name[:-3] + rewrite.PYC_TAIL)
         if rewrite._read_pyc(path, pyc, state.trace) is not None:
@@ -125,16 +163,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     module) lives until the session ends: frozen, the collector stops walking it. Each full
     collection had walked it all, ~0.2 s of CPU each, ~5 s per worker on the store, API and
     chat tests alone (measured with gc.callbacks), and could outlast a Redis call's 2 s bound
-    on a busy machine."""
+    on a busy machine. The exclusive tests are counted: the others wait for them (serial.py)."""
     gc.collect()
     gc.freeze()
     gc.enable()
+    count_exclusive(session)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[object]:
     """Each test takes its turn: alone if it is exclusive (tests/support/serial.py)."""
-    with turn(item.config, alone=item.get_closest_marker(EXCLUSIVE_MARK) is not None):
+    with turn(item):
         return (yield)
 
 
