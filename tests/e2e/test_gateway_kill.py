@@ -28,6 +28,16 @@ from tests.support.gateway_process import GatewayProcess, start_gateway
 from tests.support.waiting import wait_until
 
 HOLD_SECONDS = 4
+STORY_TOKENS = 150
+"""Each stream's length: 5 s at the simulator's 30 tokens a second, so the kill (once five
+creates are answered and 8 MiB uploaded) finds them all still streaming on a loaded machine
+too; the simulator's own length for a prompt (8 to 60 tokens) let one end before it."""
+
+
+def _story(i: int) -> str:
+    return f"tell me a long story {i} [[sim:tokens={STORY_TOKENS}]]"
+
+
 CONFIG = f"""
 [gateway]
 starting_grant_credits = 100000
@@ -132,7 +142,7 @@ def test_a_gateway_killed_mid_flight_recovers_on_a_new_process(
     def stream(i: int) -> tuple[int, str]:
         body = {
             "model": "sim-chat-1",
-            "messages": [{"role": "user", "content": f"tell me a long story {i}"}],
+            "messages": [{"role": "user", "content": _story(i)}],
             "stream": True,
         }
         extra = {"Idempotency-Key": f"stream-{i}"} if i % 2 else {}
@@ -231,7 +241,7 @@ def test_a_gateway_killed_mid_flight_recovers_on_a_new_process(
             # A dead stream's key is free again once its lease (hold_seconds) is over.
             body = {
                 "model": "sim-chat-1",
-                "messages": [{"role": "user", "content": "tell me a long story 1"}],
+                "messages": [{"role": "user", "content": _story(1)}],
                 "stream": True,
             }
 

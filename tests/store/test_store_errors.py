@@ -8,12 +8,15 @@ write lock another process holds past the busy timeout, fail each area's operati
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis.asyncio
+import uvloop
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -49,6 +52,31 @@ def test_redis_connection_errors_and_timeouts_are_mapped(error: Exception) -> No
         raise error
     with pytest.raises(ResponseError), redis_errors:  # Redis answered: not "unavailable"
         raise ResponseError("WRONGTYPE")
+
+
+def test_a_write_on_a_connection_uvloop_found_closed_is_store_unavailable(redis_url: str) -> None:
+    """A killed primary, as the gateway's loop (uvloop) and redis-py meet it: the peer is gone,
+    uvloop has closed the transport, and the next command's write raises `RuntimeError`, which
+    redis-py lets through. In a cluster failover it had answered 500 instead of 503."""
+
+    async def scenario() -> None:
+        client = redis.asyncio.Redis.from_url(redis_url, single_connection_client=True)
+        try:
+            await client.ping()
+            connection = client.connection
+            assert connection is not None
+            transport = connection._writer.transport  # type: ignore[union-attr]
+            transport.close()  # as uvloop does when the peer resets the connection
+            await asyncio.sleep(0.05)
+            with pytest.raises(StoreUnavailable) as caught, redis_errors:
+                await client.ping()
+            assert isinstance(caught.value.__cause__, RuntimeError)
+        finally:
+            await client.aclose()
+
+    uvloop.run(scenario())
+    with pytest.raises(RuntimeError), redis_errors:  # any other RuntimeError is a bug
+        raise RuntimeError("Event loop is closed")
 
 
 _ADMITTED = admission("c1", hold=5)

@@ -5,7 +5,10 @@ That is: connection failures and timeouts (redis-py's, a command's deadline, `bo
 a durable write too few replicas acknowledged, `pipeline.ReplicationTimeout`); and what a
 cluster or a failover answers while it moves: CLUSTERDOWN and MASTERDOWN, TRYAGAIN, READONLY
 (a primary demoted to a replica), a slot no known node serves, a cluster redis-py could not map.
-A CROSSSLOT or a script error is a bug and passes through.
+A CROSSSLOT or a script error is a bug and passes through. One more is a lost connection though
+it does not say so: under uvloop (the server's loop), a write on a connection whose peer went
+away (a killed primary) raises `RuntimeError` ("... the handler is closed"), which redis-py lets
+through as it is, where the standard loop would have failed the read with a `ConnectionError`.
 """
 
 from __future__ import annotations
@@ -38,9 +41,13 @@ UNAVAILABLE: tuple[type[BaseException], ...] = (
 )
 
 
+_CLOSED_TRANSPORT = "the handler is closed"
+"""uvloop's words for a transport already closed (`UVHandle._ensure_alive`)."""
+
+
 class _RedisErrors(StoreErrorMap):
-    """`StoreErrorMap`, and redis-py's cluster client's own "no node answered" (a
-    `RedisClusterException` caused by one of those errors)."""
+    """`StoreErrorMap`, redis-py's cluster client's own "no node answered" (a
+    `RedisClusterException` caused by one of those errors), and uvloop's closed transport."""
 
     __slots__ = ()
 
@@ -50,7 +57,11 @@ class _RedisErrors(StoreErrorMap):
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        if exc is None:
+            return
         if isinstance(exc, RedisClusterException) and isinstance(exc.__cause__, self.types):
+            raise StoreUnavailable() from exc
+        if isinstance(exc, RuntimeError) and _CLOSED_TRANSPORT in str(exc):
             raise StoreUnavailable() from exc
         super().__exit__(exc_type, exc, traceback)
 
