@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -192,6 +194,103 @@ def test_the_wal_is_rewound_under_continuous_writes(tmp_path: Path, run: Run) ->
     # checkpoint rounds let through (this loop writes ~100 MB/s on a fast machine).
     assert pairs > 500 and restarts >= 2
     assert largest < min(limit + (32 << 20), pairs * 3 * 4096 // 4), (largest, pairs)
+
+
+_SHM_DEAD_MAN_SWITCH = 128
+"""The byte of the -shm file every connection holds a shared lock on (SQLite's unix VFS: after
+the 8 WAL lock slots from byte 120). A process that can lock it exclusively takes itself for
+the only one and resets the file, under any other process that has it mapped."""
+
+_PROBE = f"""
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+try:
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, {_SHM_DEAD_MAN_SWITCH})
+except OSError:
+    print("held")
+else:
+    print("free")
+"""
+
+
+def _dead_man_switch_of(db: Path) -> str:
+    """Whether another process finds the -shm's lock byte held ("held") or not ("free")."""
+    probe = subprocess.run(
+        [sys.executable, "-c", _PROBE, f"{db}-shm"], capture_output=True, text=True, check=True
+    )
+    return probe.stdout.strip()
+
+
+def test_another_process_still_sees_the_store_while_the_checkpointer_reads(
+    tmp_path: Path, run: Run
+) -> None:
+    """The checkpointer reads the WAL header from the -shm file many times a second. Closing a
+    descriptor of that file would drop the process's locks on it: a `gateway` command starting
+    meanwhile would reset the file under the server (which died of SIGBUS in the test suite)."""
+    db = tmp_path / "gateway.db"
+    store = SqliteStore(db, wal=WalLimits(interval=0.01))
+    run(store.open())
+    try:
+        run(store.grant("t1", 100, entry_id="g1", reason="top-up"))
+        run(asyncio.sleep(0.3))  # the behaviour under test: ~30 reads of the header
+        assert _dead_man_switch_of(db) == "held"
+        with sqlite3.connect(db) as other:  # as the CLI does: its connection does not reset it
+            assert other.execute("SELECT COUNT(*) FROM ledger").fetchone()[0] == 1
+        run(asyncio.sleep(0.05))
+        assert run(store.wallet("t1")).balance_units == 100
+    finally:
+        run(store.close())
+    assert _dead_man_switch_of(db) == "free"  # closed: nothing is left holding it
+
+
+_STORE_BESIDE_OPENERS = """
+import asyncio, subprocess, sys
+from pathlib import Path
+from gateway.store.sqlite import SqliteStore
+from gateway.store.sqlite.checkpoint import WalLimits
+
+OPENER = '''
+import sqlite3, sys, time
+for _ in range(200):
+    connection = sqlite3.connect(sys.argv[1])
+    connection.execute("SELECT COUNT(*) FROM ledger").fetchone()
+    connection.close()
+    time.sleep(0.005)
+'''
+
+async def main(db):
+    store = SqliteStore(db, wal=WalLimits(interval=0.01))
+    await store.open()
+    await store.grant("t1", 100, entry_id="g1", reason="top-up")
+    opener = subprocess.Popen([sys.executable, "-c", OPENER, str(db)])
+    reads = 0
+    while opener.poll() is None:
+        assert (await store.wallet("t1")).balance_units == 100
+        reads += 1
+        await asyncio.sleep(0.001)
+    await store.close()
+    print(opener.returncode, reads)
+
+asyncio.run(main(Path(sys.argv[1])))
+"""
+
+
+def test_a_store_outlives_another_process_opening_the_file_again_and_again(
+    tmp_path: Path,
+) -> None:
+    """The failure itself, in a process of its own: a store reading while another process opens
+    and closes the file 200 times (as `gateway` commands do beside a server). With the
+    checkpointer dropping the locks, the store died of SIGBUS in 4 of 5 such runs."""
+    done = subprocess.run(
+        [sys.executable, "-c", _STORE_BESIDE_OPENERS, str(tmp_path / "gateway.db")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    opener_code, reads = map(int, done.stdout.split())
+    assert opener_code == 0 and reads > 0
 
 
 def test_a_schema_1_file_is_migrated(tmp_path: Path, run: Run) -> None:

@@ -105,11 +105,13 @@ def test_a_price_of_zero_never_fails(store: Store, run: Run) -> None:
 
 def test_idempotent_create_replays_the_task_and_debits_once(store: Store, run: Run) -> None:
     run(store.grant("t1", 1000, entry_id="g1", reason="top-up"))
-    first = made(store, run, create("task_a", idempotency=task_claim()))
+    # rpm=10: one request refills in 6 s (at 1000, in 60 ms: a loaded machine refilled one
+    # between the two creates and the count below did not compare).
+    first = made(store, run, create("task_a", idempotency=task_claim(), rpm=10))
 
-    again = run(create_confirmed(store, create("task_b", idempotency=task_claim())))
+    again = run(create_confirmed(store, create("task_b", idempotency=task_claim(), rpm=10)))
     assert again.outcome is REPLAY and again.task == first
-    assert again.rate.remaining_requests == 998  # a replay takes a request
+    assert again.rate.remaining_requests == 8  # a replay takes a request
     reused = run(create_confirmed(store, create("task_c", idempotency=task_claim("fp-b"))))
     assert reused.outcome is TaskCreateOutcome.KEY_REUSED and reused.task is None
 

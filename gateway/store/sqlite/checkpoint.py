@@ -29,12 +29,20 @@ How much is in the WAL comes from the wal-index header at the start of the -shm 
 (mxFrame, nBackfill; https://www.sqlite.org/walformat.html, section 2.2), read every `interval`
 seconds; the file's size would not tell, as a rewound WAL keeps its size. Other processes
 (the CLI) keep SQLite's automatic checkpoints on their own connections.
+
+The header is read through one descriptor kept open until every connection of the store is
+closed (`release`). Closing any descriptor of a file drops every POSIX lock the process holds
+on it (https://www.sqlite.org/howtocorrupt.html, 2.2), SQLite's locks on the -shm among them.
+Opened and closed at each read, as it once was, it dropped them ten times a second: a `gateway`
+command opening the database then found no other connection, reset the -shm that the server had
+mapped, and the server died of SIGBUS on its next read.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
 import struct
 import time
@@ -69,6 +77,7 @@ class Checkpointer:
     ) -> None:
         self._path = path
         self._shm = f"{path}-shm"
+        self._shm_fd: int | None = None
         self._writable = writable
         self._limits = limits or WalLimits()
         self._stop = asyncio.Event()
@@ -87,6 +96,13 @@ class Checkpointer:
         task, self._task = self._task, None
         if task is not None:
             await task
+
+    def release(self) -> None:
+        """Close the -shm descriptor: only once the store's connections are closed, as closing
+        it drops the process's locks on the file (see the module docstring)."""
+        fd, self._shm_fd = self._shm_fd, None
+        if fd is not None:
+            os.close(fd)
 
     async def _run(self) -> None:
         limits = self._limits
@@ -141,9 +157,9 @@ class Checkpointer:
         """(frames in the WAL, frames already copied); (1, 0) when the header is unreadable,
         so that `max_age` still triggers checkpoints and their results drive the restarts."""
         try:
-            with open(self._shm, "rb") as shm:
-                header = shm.read(_HEADER.size)
-            frames, copied = _HEADER.unpack(header)
+            if self._shm_fd is None:
+                self._shm_fd = os.open(self._shm, os.O_RDONLY | os.O_CLOEXEC)
+            frames, copied = _HEADER.unpack(os.pread(self._shm_fd, _HEADER.size, 0))
         except (OSError, struct.error):
             return 1, 0
         return int(frames), int(copied)

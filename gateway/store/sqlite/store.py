@@ -122,6 +122,8 @@ class SqliteStore(
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()  # the last connection to close checkpoints and removes the WAL
+        if checkpointer is not None:
+            checkpointer.release()  # after the connections: it would drop their locks
         lock, self._lock = self._lock, None
         if lock is not None:
             lock.close()
