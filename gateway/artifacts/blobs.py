@@ -92,6 +92,10 @@ def _write_batch(file: IO[bytes], digest: hashlib._Hash, batch: list[bytes]) -> 
     for part in batch:
         digest.update(part)  # hashlib releases the GIL for large buffers
         file.write(part)
+    # Let go of the parts here: the executor's work item keeps `batch` until its thread gets
+    # the GIL back, and on a busy machine the next batches came in meanwhile (on new threads),
+    # ~4 MiB held once instead of ~1.
+    batch.clear()
 
 
 def _finish(file: IO[bytes], temp: Path, target: Path) -> None:

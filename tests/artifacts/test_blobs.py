@@ -102,9 +102,9 @@ def test_large_streaming_write_stays_small_in_memory(tmp_path: Path) -> None:
     """30 MiB in 64 KiB chunks: traced peak memory is a small fraction of the size, the
     digest is right, and disk work goes to threads in batches (not one handoff per chunk).
 
-    Measured in a process of its own: tracemalloc counts every thread's allocations, and in a
-    test worker another thread (a fake upstream's, a previous test's) had once added enough to
-    cross the bound (4.2 MB)."""
+    Measured in a process of its own (tracemalloc counts every thread's allocations). ~1.16 MB
+    is the writer's own: a batch of ~1 MiB and a chunk. Under load it had reached 4.3 MB, as
+    each batch outlived its write in the executor's work item until that thread ran again."""
     total = 30 * MiB
     done = subprocess.run(
         [sys.executable, "-c", _LARGE_WRITE, str(tmp_path), str(total)],
@@ -118,7 +118,7 @@ def test_large_streaming_write_stays_small_in_memory(tmp_path: Path) -> None:
     assert measured["size"] == total
     assert measured["sha256"] == _digest_of_generated(total)
     assert (tmp_path / "t" / "big").stat().st_size == total
-    assert measured["peak"] < 4 * MiB, f"peak {measured['peak']} bytes while writing {total}"
+    assert measured["peak"] < 2 * MiB, f"peak {measured['peak']} bytes while writing {total}"
     assert 30 <= measured["handoffs"] <= 40  # ~1 MiB per batch: 480 chunks, about 32 handoffs
 
 
