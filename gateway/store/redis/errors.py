@@ -8,7 +8,7 @@ cluster or a failover answers while it moves: CLUSTERDOWN and MASTERDOWN, TRYAGA
 A CROSSSLOT or a script error is a bug and passes through. One more is a lost connection though
 it does not say so: under uvloop (the server's loop), a write on a connection whose peer went
 away (a killed primary) raises `RuntimeError` ("... the handler is closed"), which redis-py lets
-through as it is, where the standard loop would have failed the read with a `ConnectionError`.
+through as it is (seen in a cluster failover, where it had answered a chat 500).
 """
 
 from __future__ import annotations
