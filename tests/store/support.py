@@ -1,8 +1,10 @@
 """Builders for the contract tests: a call's admission, and the settlement or release after it;
-a task created and confirmed, as the task service makes one."""
+a task created and confirmed, as the task service makes one. And how far a rate bucket can have
+refilled while a test ran."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Coroutine
 from typing import Any, Protocol, TypeVar
 
@@ -29,7 +31,9 @@ __all__ = [
     "call",
     "claim",
     "create_confirmed",
+    "refilled_since",
     "release",
+    "seconds_since",
     "settlement",
 ]
 
@@ -132,3 +136,15 @@ async def create_confirmed(store: Store, create: TaskCreate) -> TaskCreateResult
         )
         result = msgspec.structs.replace(result, task=confirmed)
     return result
+
+
+def seconds_since(started: float) -> float:
+    """Seconds since `started` (`time.monotonic()`): the most the store's clock (the Redis
+    server's, for that backend) can have moved on since then."""
+    return time.monotonic() - started
+
+
+def refilled_since(started: float, *, per_minute: int) -> float:
+    """What a bucket of `per_minute` refilled since `started` (per_minute/60 a second): a loaded
+    machine takes longer than the 60 ms in which a bucket of 1000 refills one."""
+    return seconds_since(started) * per_minute / 60

@@ -5,7 +5,15 @@ from __future__ import annotations
 import time
 
 from gateway.store.base import AdmissionOutcome, RateState, Store
-from tests.store.support import Run, admission, claim, release, settlement
+from tests.store.support import (
+    Run,
+    admission,
+    claim,
+    refilled_since,
+    release,
+    seconds_since,
+    settlement,
+)
 
 ADMITTED = AdmissionOutcome.ADMITTED
 RATE_LIMITED = AdmissionOutcome.RATE_LIMITED
@@ -20,9 +28,9 @@ def test_exactly_n_requests_then_rate_limited(store: Store, run: Run) -> None:
     assert [r.rate.remaining_requests for r in results] == [4, 3, 2, 1, 0, 0]
     assert all(r.rate.limit_requests == 5 for r in results)
     assert results[0].rate.reset_requests_seconds == 12.0  # one request refills in 60/5 s
-    assert 60.0 - _since(started) - 1.0 < results[4].rate.reset_requests_seconds <= 60.0
+    assert 60.0 - seconds_since(started) - 1.0 < results[4].rate.reset_requests_seconds <= 60.0
     limited = results[5].rate
-    assert 12.0 - _since(started) - 1.0 < limited.retry_after_seconds <= 12.0
+    assert 12.0 - seconds_since(started) - 1.0 < limited.retry_after_seconds <= 12.0
     assert all(r.rate.retry_after_seconds == 0 for r in results[:5])
     assert limited.limit_tokens == 0 and limited.remaining_tokens == 0  # no token limit
 
@@ -51,12 +59,12 @@ def test_token_limit_reserves_and_refuses_what_does_not_fit(store: Store, run: R
     second = run(store.admit(admission("c2", rpm=10, tpm=1000, tokens=600)))
     assert second.outcome is RATE_LIMITED
     # 200 tokens at 1000/60 per second, less what refilled since the first call
-    assert 12.0 - _since(started) - 0.1 < second.rate.retry_after_seconds <= 12.0
+    assert 12.0 - seconds_since(started) - 0.1 < second.rate.retry_after_seconds <= 12.0
     assert second.rate.remaining_requests == first.rate.remaining_requests  # nothing consumed
 
     small = run(store.admit(admission("c3", tpm=1000, tokens=400)))
     assert small.outcome is ADMITTED
-    assert 0 <= small.rate.remaining_tokens <= _refilled_since(started, tpm=1000)
+    assert 0 <= small.rate.remaining_tokens <= refilled_since(started, per_minute=1000)
 
 
 def test_a_request_larger_than_the_bucket_needs_a_full_bucket(store: Store, run: Run) -> None:
@@ -65,7 +73,7 @@ def test_a_request_larger_than_the_bucket_needs_a_full_bucket(store: Store, run:
     assert big.outcome is ADMITTED and big.rate.remaining_tokens == 0
     again = run(store.admit(admission("c2", tpm=1000, tokens=5000)))
     assert again.outcome is RATE_LIMITED
-    assert 60.0 - _since(started) - 0.1 < again.rate.retry_after_seconds <= 60.0
+    assert 60.0 - seconds_since(started) - 0.1 < again.rate.retry_after_seconds <= 60.0
 
 
 def test_settle_reconciles_tokens_once(store: Store, run: Run) -> None:
@@ -76,20 +84,7 @@ def test_settle_reconciles_tokens_once(store: Store, run: Run) -> None:
     run(store.settle(settlement(adm, used=100)))  # no second refund (it would fill the bucket)
 
     probe = run(store.admit(admission("probe", tpm=1000)))
-    assert 900 <= probe.rate.remaining_tokens <= 900 + _refilled_since(started, tpm=1000)
-
-
-def _since(started: float) -> float:
-    """Seconds since `started`: the most the store's clock (the Redis server's, for that
-    backend) can have moved on since then."""
-    return time.monotonic() - started
-
-
-def _refilled_since(started: float, *, tpm: int) -> float:
-    """What a token bucket refilled since `started` (tpm/60 a second, on the store's clock, which
-    the Redis backend reads from the server): a loaded machine takes longer than the 60 ms in
-    which a bucket of 1000 refills one token."""
-    return (time.monotonic() - started) * tpm / 60
+    assert 900 <= probe.rate.remaining_tokens <= 900 + refilled_since(started, per_minute=1000)
 
 
 def test_usage_beyond_the_reservation_can_take_the_bucket_negative(store: Store, run: Run) -> None:
@@ -102,7 +97,7 @@ def test_usage_beyond_the_reservation_can_take_the_bucket_negative(store: Store,
     assert nxt.outcome is RATE_LIMITED
     assert nxt.rate.remaining_tokens == 0
     # 401 tokens at 1000/60 per second, less what refilled since the first call
-    assert 24.06 - _since(started) - 0.1 < nxt.rate.retry_after_seconds <= 24.1
+    assert 24.06 - seconds_since(started) - 0.1 < nxt.rate.retry_after_seconds <= 24.1
 
 
 def test_limits_lowered_clamp_the_bucket(store: Store, run: Run) -> None:
