@@ -388,10 +388,7 @@ def _become(command: _Command) -> None:
     """Turn this forked child into `python -m gateway.app.cli ARGV` as Popen would start it."""
     for target, fd in enumerate(command.streams):
         os.dup2(fd, target)  # a copy: a later stream may be the same descriptor
-    for fd in set(command.streams):
-        if fd > 2:
-            os.close(fd)
-    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the received streams among the rest
     faulthandler.enable()  # a crash leaves a traceback in the command's stderr, not silence
     os.chdir(command.cwd)
     os.environ.clear()
