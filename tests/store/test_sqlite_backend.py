@@ -20,7 +20,7 @@ import pytest
 
 from gateway.errors import StoreUnavailable
 from gateway.store.base import AdmissionOutcome, ApiKeyRecord, StoredReply
-from gateway.store.sqlite import SqliteStore
+from gateway.store.sqlite import SqliteStore, checkpoint
 from gateway.store.sqlite.checkpoint import WalLimits
 from gateway.store.sqlite.schema import SCHEMA_VERSION
 from tests.store.support import Run, admission, claim, release, settlement
@@ -158,22 +158,31 @@ def test_expired_memory_entries_are_swept(tmp_path: Path, run: Run) -> None:
         run(store.close())
 
 
-@exclusive  # a writer racing the checkpointer's thread: steady on a machine not loaded
-def test_the_wal_is_rewound_under_continuous_writes(tmp_path: Path, run: Run) -> None:
-    """PASSIVE checkpoints never catch up while writes keep coming: RESTART rewinds the WAL,
-    and journal_size_limit trims a file that grew past the limit."""
-    path = tmp_path / "g.db"
-    limit = 512 << 10
-    store = SqliteStore(
-        path, wal=WalLimits(interval=0.02, passive_bytes=64 << 10, restart_bytes=limit)
-    )
+class _Load(msgspec.Struct, frozen=True):
+    pairs: int
+    largest: int
+    """The WAL file's largest size, read after every settlement."""
+    restarts: int
+    holds: int
 
-    async def load() -> tuple[int, int, int]:
+
+_HOLD = 2 << 20
+_SLACK = 8 << 20
+"""What writers may add to the WAL while the checkpointer looks away: it looks every 5 ms here,
+and the fastest loop seen wrote ~300 MB/s (12,500 settlements a second, ~24 KB of WAL each), so
+this is five looks' worth at that rate (~1.8 MB over the hold was measured)."""
+
+
+def _settle_for(store: SqliteStore, seconds: float, run: Run) -> _Load:
+    """Admit and settle back to back for `seconds`, as a busy server would."""
+    path = store.path
+
+    async def load() -> _Load:
         await store.open()
         try:
             await store.grant("t1", 10**12, entry_id="g1", reason="top-up")
             largest, pairs = 0, 0
-            deadline = time.monotonic() + 1.5
+            deadline = time.monotonic() + seconds
             while time.monotonic() < deadline:
                 adm = admission(
                     f"c{pairs}", tpm=10**9, tokens=10, hold=5, idempotency=claim(f"s{pairs}")
@@ -183,17 +192,53 @@ def test_the_wal_is_rewound_under_continuous_writes(tmp_path: Path, run: Run) ->
                 await asyncio.sleep(0)  # a server yields between requests
                 largest = max(largest, _wal_size(path))
                 pairs += 1
-            assert store.checkpointer is not None
-            return pairs, largest, store.checkpointer.restarts
+            assert (await store.wallet("t1")).balance_units == 10**12 - 3 * pairs
+            checkpointer = store.checkpointer
+            assert checkpointer is not None
+            return _Load(pairs, largest, checkpointer.restarts, checkpointer.holds)
         finally:
             await store.close()
 
-    pairs, largest, restarts = run(load())
+    return run(load())
+
+
+def _busy_store(path: Path, hold_bytes: int = _HOLD) -> SqliteStore:
+    limits = WalLimits(
+        interval=0.005, passive_bytes=64 << 10, restart_bytes=512 << 10, hold_bytes=hold_bytes
+    )
+    return SqliteStore(path, wal=limits)
+
+
+@exclusive  # a writer racing the checkpointer's thread: steady on a machine not loaded
+def test_the_wal_is_rewound_under_continuous_writes(tmp_path: Path, run: Run) -> None:
+    """PASSIVE checkpoints never catch up while writes keep coming: RESTART rewinds the WAL,
+    and journal_size_limit trims a file that grew past the limit."""
+    load = _settle_for(_busy_store(tmp_path / "g.db"), 1.5, run)
     # Each settlement writes at least three 4 KiB pages (wallet, ledger, reply): without
-    # rewinding, the WAL would hold them all. It stays at the limit plus what a few
-    # checkpoint rounds let through (this loop writes ~100 MB/s on a fast machine).
-    assert pairs > 500 and restarts >= 2
-    assert largest < min(limit + (32 << 20), pairs * 3 * 4096 // 4), (largest, pairs)
+    # rewinding, the WAL would hold them all.
+    assert load.pairs > 500 and load.restarts >= 2
+    assert load.largest < min(_HOLD + _SLACK, load.pairs * 3 * 4096 // 4), load
+
+
+def test_writers_wait_while_a_stalled_disk_holds_the_checkpoint(
+    tmp_path: Path, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint's fsync stalled by other writers on the disk (100-300 ms were seen) let a
+    fast loop grow the WAL to 67 MB against a 512 KiB limit: past `hold_bytes`, writers wait
+    for the checkpoint and the RESTART after it, so the WAL stays bounded however slow the
+    disk, and every write still lands."""
+    real = checkpoint._checkpoint
+
+    def stalled(conn: sqlite3.Connection, mode: str) -> int:
+        if mode == "PASSIVE":
+            time.sleep(0.5)  # the fsync of a disk busy with other writers
+        return real(conn, mode)
+
+    monkeypatch.setattr(checkpoint, "_checkpoint", stalled)
+    hold = 1 << 20  # a slow loop (~200 settlements a second) writes it in one stall
+    load = _settle_for(_busy_store(tmp_path / "g.db", hold), 1.0, run)
+    assert load.holds >= 1 and load.restarts >= 1, load
+    assert load.largest < hold + _SLACK, load
 
 
 _SHM_DEAD_MAN_SWITCH = 128
@@ -247,6 +292,7 @@ _STORE_BESIDE_OPENERS = """
 import asyncio, subprocess, sys
 from pathlib import Path
 from gateway.store.sqlite import SqliteStore
+from gateway.store.sqlite import checkpoint
 from gateway.store.sqlite.checkpoint import WalLimits
 
 OPENER = '''

@@ -13,8 +13,10 @@ beside the `SERIAL` group, so neither group's length adds to the other's.
 checkpointing thread): the test runs alone on the machine, and before any other. Every test
 takes its `turn`: a shared lock for the others, the exclusive lock for it, on files every worker
 of the run sees. Exclusive tests are in the serial group and start it (tests/conftest.py), so
-the worker that takes that group runs them first; the other workers know from their collection
-how many there are and start nothing until a file of the run lists them all as ended. (Taken
+the worker that takes that group runs them first, once every worker has collected (five
+workers collecting had shared the two cores with one); the other workers know from their
+collection how many there are and start nothing until a file of the run lists them all as
+ended. (Taken
 while others ran, the exclusive lock had waited for the longest test already started: in one
 run an 11 s Redis Cluster failover, with four workers idle behind the gate.) The gate lock
 before the shared one still keeps an exclusive test from waiting on arriving ones.
@@ -50,6 +52,9 @@ EXCLUSIVE_MARK = "exclusive"
 EXCLUSIVE_WAIT_SECONDS = 300.0
 """How long the other workers wait for the exclusive tests before they start anyway (a worker
 that died in one never lists it as ended; its crash is reported on its own)."""
+COLLECTION_WAIT_SECONDS = 60.0
+"""How long an exclusive test waits for the other workers' collections (one that failed to
+collect never says so; its error is reported on its own)."""
 
 _EXCLUSIVE_TOTAL = pytest.StashKey[int]()
 _EXCLUSIVE_OVER = pytest.StashKey[bool]()
@@ -64,10 +69,24 @@ def exclusive(test: F) -> F:
 
 
 def count_exclusive(session: pytest.Session) -> None:
-    """Note how many exclusive tests this run has: the others start after them all."""
-    session.config.stash[_EXCLUSIVE_TOTAL] = sum(
+    """Note how many exclusive tests this run has (the others start after them all), and that
+    this worker has collected (they start after every worker has)."""
+    config = session.config
+    config.stash[_EXCLUSIVE_TOTAL] = sum(
         1 for item in session.items if item.get_closest_marker(EXCLUSIVE_MARK) is not None
     )
+    folder = _run_folder(config)
+    if folder is not None:
+        with (folder / "workers.collected").open("a") as listing:
+            listing.write(f"{os.environ['PYTEST_XDIST_WORKER']}\n")
+
+
+def _run_folder(config: pytest.Config) -> Path | None:
+    """The folder every worker of this run sees; None without xdist workers."""
+    basetemp = config.getoption("basetemp", None)
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not basetemp:
+        return None
+    return Path(basetemp).parent
 
 
 @contextlib.contextmanager
@@ -76,14 +95,15 @@ def turn(item: pytest.Item) -> Iterator[None]:
     and only once the exclusive tests have ended. Without xdist workers there is nothing to
     wait for."""
     config = item.config
-    basetemp = config.getoption("basetemp", None)
-    if not os.environ.get("PYTEST_XDIST_WORKER") or not basetemp:
+    folder = _run_folder(config)
+    if folder is None:
         yield
         return
-    folder = Path(basetemp).parent  # the run's folder, shared by its workers
     ended = folder / "exclusive.ended"
     alone = item.get_closest_marker(EXCLUSIVE_MARK) is not None
-    if not alone:
+    if alone:
+        _wait_for_every_collection(folder / "workers.collected")
+    else:
         _wait_for_the_exclusive_tests(config, ended)
     with (folder / "turn.gate").open("a") as gate, (folder / "turn.lock").open("a") as lock:
         try:
@@ -111,6 +131,13 @@ def _wait_for_the_exclusive_tests(config: pytest.Config, ended: Path) -> None:
     while _lines(ended) < total and time.monotonic() < deadline:
         time.sleep(0.05)
     config.stash[_EXCLUSIVE_OVER] = True
+
+
+def _wait_for_every_collection(collected: Path) -> None:
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    deadline = time.monotonic() + COLLECTION_WAIT_SECONDS
+    while _lines(collected) < workers and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _lines(path: Path) -> int:

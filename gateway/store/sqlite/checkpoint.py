@@ -20,6 +20,11 @@ Three things shape it, all measured on this project's machines:
   admissions included, as they only read) while RESTART runs, and the lock is free at once:
   writes wait ~3 ms, once per `restart_bytes` written. (TRUNCATE instead of RESTART took
   ~17 ms, and appending to a file truncated to zero made every commit slower.)
+- A checkpoint's fsync can stall for 100-300 ms when other writers share the disk (seen beside
+  the test suite's other processes and beside a `dd` with fsync), and a fast loop wrote ~200 MB/s
+  meanwhile: the WAL grew to 46-67 MB against a 512 KiB `restart_bytes`. So the WAL has a hard
+  bound too: once it holds `hold_bytes`, writers wait while a checkpoint is running, and the
+  RESTART that follows sets them free. Only a slow disk under a fast writer meets it.
 - Each checkpoint's fsync stalls the loop's WAL appends for 1-3 ms. So checkpoints happen only
   when there is enough to copy (`passive_bytes`), or something is left and `max_age` passed
   (a power loss, not a crash, can lose commits not yet checkpointed under synchronous=NORMAL:
@@ -64,6 +69,9 @@ class WalLimits(msgspec.Struct, kw_only=True, frozen=True):
     """How often the WAL header is read (~10 µs on the loop); the thresholds decide the rest."""
     passive_bytes: int = 32 << 20
     restart_bytes: int = 64 << 20
+    hold_bytes: int = 256 << 20
+    """Past this, writers wait for the checkpoint in progress and the RESTART after it (a WAL
+    that grows while a stalled disk holds the checkpointer, see the module docstring)."""
     max_age: float = 2.0
     busy_timeout_ms: int = 200
     """How long RESTART waits for another process's lock before it gives up for this round."""
@@ -84,8 +92,11 @@ class Checkpointer:
         self._task: asyncio.Task[None] | None = None
         self.restarts = 0
         """How many times the WAL was rewound (for tests and benchmarks)."""
+        self.holds = 0
+        """How many times writers waited because the WAL held `hold_bytes`."""
         self.longest_pause = 0.0
-        """The longest time writers waited for a RESTART, in seconds."""
+        """The longest time writers waited for a RESTART, in seconds (a hold included)."""
+        self._held_at: float | None = None
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="sqlite-wal-checkpoint")
@@ -119,16 +130,22 @@ class Checkpointer:
                 frames, copied = self._frames()
                 if frames <= copied:
                     continue  # nothing new (SQLite itself rewinds a WAL copied to its end)
-                if (
-                    frames * frame_bytes >= limits.restart_bytes
-                    or (frames - copied) * frame_bytes >= limits.passive_bytes
-                    or time.monotonic() - done_at >= limits.max_age
-                ):
-                    logged = await asyncio.to_thread(_checkpoint, conn, "PASSIVE")
-                    if logged * frame_bytes >= limits.restart_bytes:
-                        await self._catch_up(conn, frame_bytes)
+                try:
+                    if frames * frame_bytes >= limits.hold_bytes:
+                        self._hold(full=True)
                         await self._restart(conn)
-                    done_at = time.monotonic()
+                    elif (
+                        frames * frame_bytes >= limits.restart_bytes
+                        or (frames - copied) * frame_bytes >= limits.passive_bytes
+                        or time.monotonic() - done_at >= limits.max_age
+                    ):
+                        logged = await self._checkpoint(conn, "PASSIVE", frame_bytes)
+                        if logged * frame_bytes >= limits.restart_bytes or self._held_at:
+                            await self._catch_up(conn, frame_bytes)
+                            await self._restart(conn)
+                        done_at = time.monotonic()
+                finally:
+                    self._release()
         finally:
             conn.close()
 
@@ -137,21 +154,44 @@ class Checkpointer:
         little left to copy (a 64 MiB round lets tens of MiB in on a busy loop)."""
         for _ in range(_CATCH_UP_ROUNDS):
             frames, copied = self._frames()
-            if (frames - copied) * frame_bytes <= _RESTART_TAIL_BYTES:
-                return
-            await asyncio.to_thread(_checkpoint, conn, "PASSIVE")
+            if self._held_at or (frames - copied) * frame_bytes <= _RESTART_TAIL_BYTES:
+                return  # writers held already: RESTART copies the rest as fast
+            await self._checkpoint(conn, "PASSIVE", frame_bytes)
 
     async def _restart(self, conn: sqlite3.Connection) -> None:
         # Runs on the loop, so no write transaction of the store is open right now; the ones
         # that come next wait for `writable` instead of fighting over the lock.
-        self._writable.clear()
-        start = time.monotonic()
-        try:
-            if await asyncio.to_thread(_checkpoint, conn, "RESTART") >= 0:
-                self.restarts += 1
-        finally:
+        self._hold()
+        if await asyncio.to_thread(_checkpoint, conn, "RESTART") >= 0:
+            self.restarts += 1
+        self._release()
+
+    async def _checkpoint(self, conn: sqlite3.Connection, mode: str, frame_bytes: int) -> int:
+        """`mode` in a worker thread while the loop watches the WAL: writers are held once it
+        holds `hold_bytes` (and set free by the RESTART that must follow)."""
+        job = asyncio.ensure_future(asyncio.to_thread(_checkpoint, conn, mode))
+        while not job.done():
+            await asyncio.wait((job,), timeout=self._limits.interval)
+            if not job.done() and self._held_at is None:
+                frames, _ = self._frames()
+                if frames * frame_bytes >= self._limits.hold_bytes:
+                    self._hold(full=True)
+        return job.result()
+
+    def _hold(self, *, full: bool = False) -> None:
+        """Writers wait from now on (a write transaction in progress ends first: it runs on
+        the loop, and so does this); `full` when the WAL holds `hold_bytes`."""
+        if self._held_at is None:
+            self._held_at = time.monotonic()
+            self._writable.clear()
+            if full:
+                self.holds += 1
+
+    def _release(self) -> None:
+        held_at, self._held_at = self._held_at, None
+        if held_at is not None:
             self._writable.set()
-            self.longest_pause = max(self.longest_pause, time.monotonic() - start)
+            self.longest_pause = max(self.longest_pause, time.monotonic() - held_at)
 
     def _frames(self) -> tuple[int, int]:
         """(frames in the WAL, frames already copied); (1, 0) when the header is unreadable,
