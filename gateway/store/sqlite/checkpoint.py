@@ -5,7 +5,7 @@ database: measured here, one commit in a few hundred took 5-9 ms instead of ~0.1
 every request on the loop. So the store's connection turns automatic checkpoints off and this
 task checkpoints from a worker thread, on its own connection.
 
-Three things shape it, all measured on this project's machines:
+Four things shape it, all measured on this project's machines:
 
 - A PASSIVE checkpoint never blocks the loop's writes, but it never catches up while they keep
   coming either, and SQLite only rewinds the WAL after a checkpoint that did: under sustained
@@ -140,7 +140,7 @@ class Checkpointer:
                         or time.monotonic() - done_at >= limits.max_age
                     ):
                         logged = await self._checkpoint(conn, "PASSIVE", frame_bytes)
-                        if logged * frame_bytes >= limits.restart_bytes or self._held_at:
+                        if logged * frame_bytes >= limits.restart_bytes or self._holding:
                             await self._catch_up(conn, frame_bytes)
                             await self._restart(conn)
                         done_at = time.monotonic()
@@ -154,7 +154,7 @@ class Checkpointer:
         little left to copy (a 64 MiB round lets tens of MiB in on a busy loop)."""
         for _ in range(_CATCH_UP_ROUNDS):
             frames, copied = self._frames()
-            if self._held_at or (frames - copied) * frame_bytes <= _RESTART_TAIL_BYTES:
+            if self._holding or (frames - copied) * frame_bytes <= _RESTART_TAIL_BYTES:
                 return  # writers held already: RESTART copies the rest as fast
             await self._checkpoint(conn, "PASSIVE", frame_bytes)
 
@@ -177,6 +177,10 @@ class Checkpointer:
                 if frames * frame_bytes >= self._limits.hold_bytes:
                     self._hold(full=True)
         return job.result()
+
+    @property
+    def _holding(self) -> bool:
+        return self._held_at is not None
 
     def _hold(self, *, full: bool = False) -> None:
         """Writers wait from now on (a write transaction in progress ends first: it runs on
