@@ -139,7 +139,7 @@ class Checkpointer:
                         or (frames - copied) * frame_bytes >= limits.passive_bytes
                         or time.monotonic() - done_at >= limits.max_age
                     ):
-                        logged = await self._checkpoint(conn, "PASSIVE", frame_bytes)
+                        logged = await self._passive(conn, frame_bytes)
                         if logged * frame_bytes >= limits.restart_bytes or self._holding:
                             await self._catch_up(conn, frame_bytes)
                             await self._restart(conn)
@@ -156,7 +156,7 @@ class Checkpointer:
             frames, copied = self._frames()
             if self._holding or (frames - copied) * frame_bytes <= _RESTART_TAIL_BYTES:
                 return  # writers held already: RESTART copies the rest as fast
-            await self._checkpoint(conn, "PASSIVE", frame_bytes)
+            await self._passive(conn, frame_bytes)
 
     async def _restart(self, conn: sqlite3.Connection) -> None:
         # Runs on the loop, so no write transaction of the store is open right now; the ones
@@ -166,10 +166,10 @@ class Checkpointer:
             self.restarts += 1
         self._release()
 
-    async def _checkpoint(self, conn: sqlite3.Connection, mode: str, frame_bytes: int) -> int:
-        """`mode` in a worker thread while the loop watches the WAL: writers are held once it
-        holds `hold_bytes` (and set free by the RESTART that must follow)."""
-        job = asyncio.ensure_future(asyncio.to_thread(_checkpoint, conn, mode))
+    async def _passive(self, conn: sqlite3.Connection, frame_bytes: int) -> int:
+        """A PASSIVE checkpoint in a worker thread while the loop watches the WAL: writers are
+        held once it holds `hold_bytes` (and set free by the RESTART that must follow)."""
+        job = asyncio.ensure_future(asyncio.to_thread(_checkpoint, conn, "PASSIVE"))
         while not job.done():
             await asyncio.wait((job,), timeout=self._limits.interval)
             if not job.done() and self._held_at is None:
