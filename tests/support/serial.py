@@ -16,10 +16,10 @@ of the run sees. Exclusive tests are in the serial group and start it (tests/con
 the worker that takes that group runs them first, once every worker has collected (five
 workers collecting had shared the two cores with one); the other workers know from their
 collection how many there are and start nothing until a file of the run lists them all as
-ended. (Taken
-while others ran, the exclusive lock had waited for the longest test already started: in one
-run an 11 s Redis Cluster failover, with four workers idle behind the gate.) The gate lock
-before the shared one still keeps an exclusive test from waiting on arriving ones.
+ended. (Taken while others ran, the exclusive lock had waited for the longest test already
+started: in one run an 11 s Redis Cluster failover, with four workers idle behind the gate.)
+The gate lock before the shared one still keeps an exclusive test from waiting on arriving
+ones.
 """
 
 from __future__ import annotations
