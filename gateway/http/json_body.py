@@ -5,7 +5,9 @@ Nesting is limited to `MAX_JSON_DEPTH` levels (objects and arrays, the body itse
 Deeper bodies are refused before decoding: the decoder recurses per level, and a body nested
 thousands deep would otherwise end in a RecursionError. A body needs more opening brackets than
 the limit to break it, so the check costs two byte counts for almost every body (a 100-message
-conversation has ~100); only larger ones are measured, with byte operations (~5 µs per KiB).
+conversation has ~100); only larger ones are measured, with byte operations (~5 µs per KiB), and
+the measure stops at the first level past the limit: a 10 MiB body of opening brackets had held
+the event loop 0.76 s while every level was summed (now ~0.03 s).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "OPTIONS_HINT",
     "decode_json",
-    "json_depth",
+    "nested_deeper_than",
     "read_body",
     "require_json_content_type",
 ]
@@ -77,13 +79,15 @@ def require_json_content_type(content_type: str) -> None:
         )
 
 
-def json_depth(body: bytes) -> int:
-    """The deepest nesting of objects and arrays in `body` (brackets inside strings ignored)."""
+def nested_deeper_than(body: bytes, limit: int) -> bool:
+    """Whether objects and arrays in `body` nest more than `limit` levels (brackets inside
+    strings ignored)."""
     # Escapes out, then only quotes and brackets; every other piece between quotes is outside
-    # a string. What is left maps to +1/-1 per bracket, and the deepest running sum is it.
+    # a string. What is left maps to +1/-1 per bracket, and the running sum is the depth: it
+    # steps by one, so it goes past the limit at `limit + 1` (`in` stops there, in C).
     structure = body.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURE)
     signs = b"".join(structure.split(b'"')[::2]).translate(_SIGNS)
-    return max(accumulate(array("b", signs)), default=0)
+    return limit + 1 in accumulate(array("b", signs))
 
 
 def decode_json(
@@ -99,7 +103,9 @@ def decode_json(
     if not body:
         detail = ErrorDetail(field="body", message="is empty; send a JSON object")
         raise error(fields_message([detail]), details=[detail])
-    if body.count(b"{") + body.count(b"[") > MAX_JSON_DEPTH and json_depth(body) > MAX_JSON_DEPTH:
+    if body.count(b"{") + body.count(b"[") > MAX_JSON_DEPTH and nested_deeper_than(
+        body, MAX_JSON_DEPTH
+    ):
         detail = ErrorDetail(field="body", message=f"nested more than {MAX_JSON_DEPTH} levels")
         raise error(fields_message([detail]), details=[detail])
     try:

@@ -9,7 +9,7 @@ from gateway.errors import InvalidRequest, UnsupportedMediaType, ValidationFaile
 from gateway.http.json_body import (
     MAX_JSON_DEPTH,
     decode_json,
-    json_depth,
+    nested_deeper_than,
     require_json_content_type,
 )
 
@@ -28,7 +28,16 @@ ANY = msgspec.json.Decoder()
     ],
 )
 def test_depth_counts_only_structure(body: bytes, depth: int) -> None:
-    assert json_depth(body) == depth
+    assert not nested_deeper_than(body, depth)
+    assert depth == 0 or nested_deeper_than(body, depth - 1)
+
+
+def test_a_body_deep_at_its_end_is_deep() -> None:
+    """The measure stops at the first level past the limit, wherever that is."""
+    wide = b"[" + b"[]," * 100_000
+    assert not nested_deeper_than(wide + b"[]]", 256)
+    assert nested_deeper_than(wide + b"[" * 257 + b"]" * 257 + b"]", 256)
+    assert not nested_deeper_than(wide + b"[" * 255 + b"]" * 255 + b"]", 256)
 
 
 def test_the_depth_limit_is_exact() -> None:
