@@ -411,7 +411,12 @@ def test_the_first_hour_on_redis(
 
 
 def _wait_healthy(base: str) -> None:
-    wait_until(lambda: httpx.get(f"{base}/health").status_code == 200, what="/v1/health")
+    """Until /v1/health answers 200. The port is open from the banner on, and a request waits
+    there until one of the processes takes it (as a newcomer's curl would): on a loaded machine
+    that outlasted httpx's 5 s default while four interpreters started."""
+    wait_until(
+        lambda: httpx.get(f"{base}/health", timeout=30).status_code == 200, what="/v1/health"
+    )
 
 
 def _worker(session: Newcomer, text: str) -> None:
