@@ -172,7 +172,7 @@ class Checkpointer:
         job = asyncio.ensure_future(asyncio.to_thread(_checkpoint, conn, "PASSIVE"))
         while not job.done():
             await asyncio.wait((job,), timeout=self._limits.interval)
-            if not job.done() and self._held_at is None:
+            if not job.done() and not self._holding:
                 frames, _ = self._frames()
                 if frames * frame_bytes >= self._limits.hold_bytes:
                     self._hold(full=True)
