@@ -292,7 +292,6 @@ _STORE_BESIDE_OPENERS = """
 import asyncio, subprocess, sys
 from pathlib import Path
 from gateway.store.sqlite import SqliteStore
-from gateway.store.sqlite import checkpoint
 from gateway.store.sqlite.checkpoint import WalLimits
 
 OPENER = '''
