@@ -7,7 +7,7 @@ thousands deep would otherwise end in a RecursionError. A body needs more openin
 the limit to break it, so the check costs two byte counts for almost every body (a 100-message
 conversation has ~100); only larger ones are measured, with byte operations (~5 µs per KiB), and
 the measure stops at the first level past the limit: a 10 MiB body of opening brackets had held
-the event loop 0.76 s while every level was summed (now ~0.03 s).
+the event loop 0.76 s while every level was summed (now 0.09 s).
 """
 
 from __future__ import annotations

@@ -75,10 +75,7 @@ _LARGE_WRITE = """
 import asyncio, json, sys, tracemalloc
 from pathlib import Path
 from gateway.artifacts.blobs import LocalBlobStore
-
-async def generated(total, chunk=64 * 1024):  # as _generated
-    for index in range(0, total, chunk):
-        yield bytes([index // chunk % 251]) * min(chunk, total - index)
+from tests.artifacts.test_blobs import _generated
 
 handoffs = 0
 to_thread = asyncio.to_thread
@@ -91,7 +88,7 @@ async def counting_to_thread(func, /, *args):
 asyncio.to_thread = counting_to_thread
 root, total = Path(sys.argv[1]), int(sys.argv[2])
 tracemalloc.start()
-info = asyncio.run(LocalBlobStore(root).write("t/big", generated(total), max_bytes=total))
+info = asyncio.run(LocalBlobStore(root).write("t/big", _generated(total), max_bytes=total))
 _, peak = tracemalloc.get_traced_memory()
 print(json.dumps({"peak": peak, "handoffs": handoffs, "size": info.size_bytes,
                   "sha256": info.sha256}))
@@ -108,6 +105,7 @@ def test_large_streaming_write_stays_small_in_memory(tmp_path: Path) -> None:
     total = 30 * MiB
     done = subprocess.run(
         [sys.executable, "-c", _LARGE_WRITE, str(tmp_path), str(total)],
+        cwd=Path(__file__).resolve().parents[2],  # where `tests` imports from
         capture_output=True,
         text=True,
         timeout=60,

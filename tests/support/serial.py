@@ -126,17 +126,20 @@ def turn(item: pytest.Item) -> Iterator[None]:
 def _wait_for_the_exclusive_tests(config: pytest.Config, ended: Path) -> None:
     if config.stash.get(_EXCLUSIVE_OVER, False):
         return
-    total = config.stash.get(_EXCLUSIVE_TOTAL, 0)
-    deadline = time.monotonic() + EXCLUSIVE_WAIT_SECONDS
-    while _lines(ended) < total and time.monotonic() < deadline:
-        time.sleep(0.05)
+    _wait_for_lines(ended, config.stash.get(_EXCLUSIVE_TOTAL, 0), EXCLUSIVE_WAIT_SECONDS)
     config.stash[_EXCLUSIVE_OVER] = True
 
 
 def _wait_for_every_collection(collected: Path) -> None:
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    deadline = time.monotonic() + COLLECTION_WAIT_SECONDS
-    while _lines(collected) < workers and time.monotonic() < deadline:
+    _wait_for_lines(collected, workers, COLLECTION_WAIT_SECONDS)
+
+
+def _wait_for_lines(path: Path, count: int, seconds: float) -> None:
+    """Until `path` has `count` lines (each a worker's or a test's word), or `seconds` passed:
+    then the run goes on, and whatever kept the line from coming is reported on its own."""
+    deadline = time.monotonic() + seconds
+    while _lines(path) < count and time.monotonic() < deadline:
         time.sleep(0.05)
 
 
