@@ -25,6 +25,7 @@
     │   └── ModelFailed               502 upstream_error (the model failed at the request)
     ├── ModelUnavailable              503 model_unavailable (retryable)
     ├── UpstreamTimedOut              504 upstream_timeout (retryable)
+    ├── OutcomeUnknown                504 outcome_unknown           (a money write; its id)
     └── StoreUnavailable              503 store_unavailable (retryable)
 
 Each class carries its status, code and retryability, so raising code never picks numbers.
@@ -61,6 +62,7 @@ __all__ = [
     "ModelUnavailable",
     "NotFound",
     "NotImplementedYet",
+    "OutcomeUnknown",
     "PayloadTooLarge",
     "RangeNotSatisfiable",
     "RateLimited",
@@ -303,6 +305,15 @@ class ModelUnavailable(GatewayError):
 class UpstreamTimedOut(GatewayError):
     status_code, code, retryable = 504, "upstream_timeout", True
     default_message = "The model did not answer in time."
+
+
+class OutcomeUnknown(GatewayError):
+    """A money write the store may or may not have applied (its answer was lost, or too few
+    replicas acknowledged it): not retryable as it was sent, only with the same entry id,
+    which its details name (a write applies once per id)."""
+
+    status_code, code, retryable = 504, "outcome_unknown", False
+    default_message = "The store did not confirm the write; it may have been applied."
 
 
 class StoreUnavailable(GatewayError):

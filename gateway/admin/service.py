@@ -22,6 +22,8 @@ from gateway.errors import (
     EntryIdReused,
     ErrorDetail,
     KeyNotFound,
+    OutcomeUnknown,
+    StoreUnavailable,
     TenantNotFound,
     ValidationFailed,
 )
@@ -40,6 +42,8 @@ __all__ = [
     "create_key",
     "invalid",
     "list_keys",
+    "new_entry_id",
+    "outcome_unknown",
     "recent_tasks",
     "require_tenant",
     "revoke_key",
@@ -170,13 +174,14 @@ async def add_entry(
     kind: EntryKind,
     amount: str,
     reason: str,
-    entry_id: str | None = None,
+    entry_id: str | None,
 ) -> EntryResult:
     """A grant (amount > 0) or an adjustment (amount != 0, either sign), at most once per id.
 
     Given an id already used for the same amount and kind, the first entry is returned and
-    nothing moves (a safe retry); for another amount or kind, EntryIdReused. Without an id,
-    one is made (`grant:...`, `adjust:...`): then every call is a new entry."""
+    nothing moves (a safe retry); for another amount or kind, EntryIdReused. The id is
+    required (a missing one is a ValidationFailed naming `id`). A write the store
+    did not confirm may have been applied: OutcomeUnknown, naming the id to retry with."""
     require_tenant(config, tenant)
     try:
         units = parse_credits(amount)
@@ -196,18 +201,40 @@ async def add_entry(
     if len(reason) > _MAX_REASON:
         raise invalid("reason", f"at most {_MAX_REASON} characters")
     if entry_id is None:
-        entry_id = f"{'grant' if kind == 'grant' else 'adjust'}:{secrets.token_hex(12)}"
-    else:
-        _check_entry_id(entry_id)
-        existing = await store.ledger_entry(tenant, entry_id)
-        if existing is not None:
-            _same_or_refuse(existing, entry_id, units, kind)
-            return EntryResult(entry=existing, created=False)
-    entry = await store.grant(tenant, units, entry_id=entry_id, reason=reason, kind=kind)
+        raise invalid(
+            "id",
+            "required: an id of your own (an invoice number, a ticket), or one made per "
+            "operation and kept for its retries, so that a retry never applies it twice",
+        )
+    _check_entry_id(entry_id)
+    existing = await store.ledger_entry(tenant, entry_id)
+    if existing is not None:
+        _same_or_refuse(existing, entry_id, units, kind)
+        return EntryResult(entry=existing, created=False)
+    try:
+        entry = await store.grant(tenant, units, entry_id=entry_id, reason=reason, kind=kind)
+    except StoreUnavailable as exc:
+        raise outcome_unknown(kind, entry_id) from exc
     # Another writer may have taken the id between the lookup and the grant: the store then
     # returns its entry, which is either the same (a concurrent retry) or refused here.
     _same_or_refuse(entry, entry_id, units, kind)
     return EntryResult(entry=entry, created=True)
+
+
+def new_entry_id(kind: EntryKind) -> str:
+    """An id for one operation whose caller named none (the CLI): kept for its retries."""
+    return f"{'grant' if kind == 'grant' else 'adjust'}:{secrets.token_hex(12)}"
+
+
+def outcome_unknown(kind: EntryKind, entry_id: str) -> OutcomeUnknown:
+    """The answer to a grant or adjustment the store may have applied: retried with the same
+    id it applies once (or answers the entry it made); without it, it could apply twice."""
+    message = f"retry with the same id {entry_id!r}: it applies at most once"
+    return OutcomeUnknown(
+        f"The store did not confirm the {kind}; it may have been applied. {message[0].upper()}"
+        f"{message[1:]}; a retry without it could apply it twice.",
+        details=[ErrorDetail(field="id", message=message)],
+    )
 
 
 def _check_entry_id(entry_id: str) -> None:

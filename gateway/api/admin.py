@@ -116,9 +116,16 @@ async def _entry(
         kind=kind,
         amount=body.amount,
         reason=body.reason,
-        entry_id=body.id,
+        entry_id=_entry_id(body.id, context_of(request.scope).idempotency_key),
     )
     return Response(entry_view(result.entry), status_code=201 if result.created else 200)
+
+
+def _entry_id(in_body: str | None, header: str | None) -> str | None:
+    """The entry's id: the body's `id` or the `Idempotency-Key` header (the same if both)."""
+    if in_body is not None and header is not None and in_body != header:
+        raise service.invalid("id", "the body's id and the Idempotency-Key header differ")
+    return in_body if in_body is not None else header
 
 
 @post("/tenants/{tenant:str}/grants")

@@ -69,14 +69,22 @@ def _parser() -> argparse.ArgumentParser:
     grant.add_argument("--tenant", required=True)
     grant.add_argument("--amount", required=True, help='credits, up to four decimals ("250.5")')
     grant.add_argument("--reason", required=True)
-    grant.add_argument("--id", help="entry id making the grant happen at most once")
+    grant.add_argument(
+        "--id",
+        help="entry id making the grant happen at most once (default: one made for this run, "
+        "kept for its retries)",
+    )
     adjust = credits.add_parser(
         "adjust", help="correct a tenant's wallet by any amount (negative takes credits away)"
     )
     adjust.add_argument("--tenant", required=True)
     adjust.add_argument("--amount", required=True, help='credits, e.g. "-12.5" or "3"')
     adjust.add_argument("--reason", required=True)
-    adjust.add_argument("--id", help="entry id making the adjustment happen at most once")
+    adjust.add_argument(
+        "--id",
+        help="entry id making the adjustment happen at most once (default: one made for this "
+        "run, kept for its retries)",
+    )
     balance = credits.add_parser("balance", help="print a tenant's balance")
     balance.add_argument("--tenant", required=True)
 
@@ -279,20 +287,44 @@ async def _credits_adjust(store: Store, config: GatewayConfig, args: Any) -> int
     return await _ledger_entry(store, config, args, grant=False)
 
 
+_ENTRY_RETRY_PAUSES = (0.5, 1.0)
+"""Pauses before the CLI's own retries of a grant or adjustment whose outcome is unknown."""
+
+
 async def _ledger_entry(store: Store, config: GatewayConfig, args: Any, *, grant: bool) -> int:
     """A grant (positive) or an adjustment (either sign), once per --id: a repeat of the same
-    entry prints the balance it left; the same id with another amount or kind is refused."""
-    from gateway.admin.service import add_entry
+    entry prints the balance it left; the same id with another amount or kind is refused.
 
-    result = await add_entry(
-        store,
-        config,
-        args.tenant,
-        kind="grant" if grant else "adjustment",
-        amount=args.amount,
-        reason=args.reason,
-        entry_id=args.id,
-    )
+    Without --id, one is made for this run and kept for its retries: a write the store did
+    not confirm is retried with it (at most once applied), and if it still is not confirmed,
+    the message names the id to retry with."""
+    from gateway.admin.service import EntryKind, add_entry, new_entry_id
+    from gateway.errors import OutcomeUnknown, StoreUnavailable
+
+    kind: EntryKind = "grant" if grant else "adjustment"
+    entry_id = args.id if args.id is not None else new_entry_id(kind)
+    pauses = iter(_ENTRY_RETRY_PAUSES)
+    while True:
+        try:
+            result = await add_entry(
+                store,
+                config,
+                args.tenant,
+                kind=kind,
+                amount=args.amount,
+                reason=args.reason,
+                entry_id=entry_id,
+            )
+            break
+        except (OutcomeUnknown, StoreUnavailable) as exc:
+            pause = next(pauses, None)
+            if pause is None:
+                if isinstance(exc, OutcomeUnknown):
+                    _err(f"{exc.message} (--id {entry_id})")
+                    return 1
+                raise
+            _err(f"{exc.message} Retrying with --id {entry_id}.")
+            await asyncio.sleep(pause)
     entry = result.entry
     print(format_credits(entry.balance_after_units))
     print(

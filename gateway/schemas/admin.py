@@ -44,9 +44,10 @@ class NewKeyRequest(_Closed):
 
 class LedgerEntryRequest(_Closed):
     """`amount`: credits as a decimal string, at most four decimals (a grant > 0, an adjustment
-    != 0). `id`: makes the entry happen once (a retry with the same id, amount and kind answers
-    200 with the first entry); ids starting with `charge:`, `debit:`, `refund:`, `hold:` are
-    the gateway's own and refused."""
+    != 0). `id` (or the `Idempotency-Key` header; required): makes the entry happen once (a
+    retry with the same id, amount and kind answers 200 with the first entry; after a 504
+    `outcome_unknown`, retry with the same id); ids starting with `charge:`, `debit:`,
+    `refund:`, `hold:` are the gateway's own and refused."""
 
     amount: str
     reason: str

@@ -32,8 +32,8 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
     ("GET", "/admin/v1/keys", None),
     ("POST", "/admin/v1/keys", {"tenant": "default"}),
     ("POST", "/admin/v1/keys/key_x/revoke", None),
-    ("POST", "/admin/v1/tenants/default/grants", {"amount": "1", "reason": "x"}),
-    ("POST", "/admin/v1/tenants/default/adjustments", {"amount": "-1", "reason": "x"}),
+    ("POST", "/admin/v1/tenants/default/grants", {"amount": "1", "reason": "x", "id": "g"}),
+    ("POST", "/admin/v1/tenants/default/adjustments", {"amount": "-1", "reason": "x", "id": "a"}),
     ("GET", "/admin/v1/tenants/default/ledger", None),
     ("GET", "/admin/v1/usage", None),
     ("GET", "/admin/v1/tasks", None),
@@ -66,8 +66,10 @@ async def _call(
     return await gw.client.post(path, json=body, headers=headers)
 
 
-async def _post(gw: InProcessApp, path: str, body: dict[str, Any]) -> httpx.Response:
-    return await gw.client.post(f"/admin/v1{path}", json=body, headers=ADMIN)
+async def _post(
+    gw: InProcessApp, path: str, body: dict[str, Any], *, headers: dict[str, str] | None = None
+) -> httpx.Response:
+    return await gw.client.post(f"/admin/v1{path}", json=body, headers=ADMIN | (headers or {}))
 
 
 async def _get(gw: InProcessApp, path: str, **params: str) -> httpx.Response:
@@ -233,7 +235,10 @@ def test_grants_and_adjustments_happen_once_per_id(tmp_path: Path) -> None:
         _error(as_adjustment, 409, "entry_id_reused")
 
         adjusted = await _post(
-            gw, "/tenants/default/adjustments", {"amount": "-3", "reason": "fix"}
+            gw,
+            "/tenants/default/adjustments",
+            {"amount": "-3", "reason": "fix"},
+            headers={"Idempotency-Key": "ticket-3"},
         )
         assert adjusted.status_code == 201, adjusted.text
         fix = adjusted.json()
@@ -242,9 +247,15 @@ def test_grants_and_adjustments_happen_once_per_id(tmp_path: Path) -> None:
             "-3.0000",
             "1022.5000",
         )
-        assert fix["id"].startswith("adjust:")
+        assert fix["id"] == "ticket-3"
         unnamed = await _post(gw, "/tenants/default/grants", {"amount": "1", "reason": "r"})
-        assert unnamed.status_code == 201 and unnamed.json()["id"].startswith("grant:")
+        error = _error(unnamed, 422, "validation_error")
+        assert error["details"][0]["field"] == "id" and "required" in error["message"]
+        both = {"amount": "1", "reason": "r", "id": "a"}
+        differ = await _post(gw, "/tenants/default/grants", both, headers={"Idempotency-Key": "b"})
+        assert _error(differ, 422, "validation_error")["details"][0]["field"] == "id"
+        unnamed = await _post(gw, "/tenants/default/grants", both, headers={"Idempotency-Key": "a"})
+        assert unnamed.status_code == 201 and unnamed.json()["id"] == "a"
 
         wallet = (await gw.client.get("/v1/wallet", headers=gw.auth())).json()
         assert wallet["balance_credits"] == "1023.5000"
@@ -279,6 +290,8 @@ def test_entries_that_break_the_rules_are_refused(tmp_path: Path) -> None:
             ("grants", {"amount": "1", "reason": "x", "id": "charge:call_1"}, "id"),
             ("grants", {"amount": "1", "reason": "x", "id": ""}, "id"),
             ("grants", {"amount": "1", "reason": "x", "id": "x" * 201}, "id"),
+            ("grants", {"amount": "1", "reason": "x"}, "id"),
+            ("adjustments", {"amount": "1", "reason": "x"}, "id"),
         ]
         for path, body, field in cases:
             response = await _post(gw, f"/tenants/default/{path}", body)

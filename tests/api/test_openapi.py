@@ -333,7 +333,7 @@ async def _record(gw: InProcessApp) -> list[Recorded]:
         "POST",
         "/admin/v1/tenants/{tenant}/adjustments",
         "/admin/v1/tenants/default/adjustments",
-        json={"amount": "-1", "reason": "test"},
+        json={"amount": "-1", "reason": "test", "id": "fix-1"},
         headers=admin,
     )
     await call(

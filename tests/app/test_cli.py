@@ -4,20 +4,27 @@ from __future__ import annotations
 
 import os
 import subprocess
+import uuid
 from pathlib import Path
+
+import pytest
 
 from tests.support import preloaded
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run(tmp_path: Path, *args: str, config: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    tmp_path: Path, *args: str, config: Path | None = None, store_url: str | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
         "GATEWAY_DATA_DIR": str(tmp_path / "data"),
         "GATEWAY_CONFIG": str(config or ROOT / "config" / "gateway.toml"),
     }
     env.pop("GATEWAY_STORE_URL", None)
+    if store_url is not None:
+        env["GATEWAY_STORE_URL"] = store_url
     return preloaded.run(args, env=env, cwd=tmp_path)
 
 
@@ -141,3 +148,28 @@ def test_adjustments_are_their_own_command(tmp_path: Path) -> None:
         tmp_path, "credits", "adjust", "--tenant", "default", "--amount", "-2", "--reason", "fix"
     )
     assert adjusted.returncode == 0 and adjusted.stdout.strip() == "3.0000"
+
+
+@pytest.mark.parametrize("action", ["grant", "adjust"])
+def test_an_unconfirmed_grant_is_retried_with_its_own_id_and_applies_once(
+    tmp_path: Path, redis_url: str, action: str
+) -> None:
+    """On a Redis whose money writes wait for a replica that never acknowledges, the CLI's
+    write stands but is not confirmed: the CLI retries it with the id it made, once applied."""
+    tenant = f"t{uuid.uuid4().hex[:10]}"
+    routing = tmp_path / "routing.toml"
+    routing.write_text(
+        (ROOT / "config" / "gateway.toml").read_text() + f"\n[tenants.{tenant}]\nmodels = ['*']\n"
+    )
+    store = f"{redis_url.split('?')[0]}?wait_replicas=1&wait_ms=50"
+    entry = ("credits", action, "--tenant", tenant, "--amount", "7", "--reason", "x")
+    result = run(tmp_path, *entry, config=routing, store_url=store)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "7.0000"
+    assert "may have been applied" in result.stderr and "Retrying with --id " in result.stderr
+    made = result.stderr.split("Retrying with --id ", 1)[1].split(".", 1)[0]
+    assert made.startswith("grant:" if action == "grant" else "adjust:")
+    balance = run(
+        tmp_path, "credits", "balance", "--tenant", tenant, config=routing, store_url=redis_url
+    )
+    assert balance.stdout.strip() == "7.0000"

@@ -103,7 +103,9 @@ def test_grants_through_the_api_show_in_the_wallet_the_ledger_and_usage(
     assert retried.status_code == 200 and retried.json() == first.json()
     reused = _admin_post(b, "/tenants/poor/grants", grant | {"amount": "30"})
     assert reused.status_code == 409 and reused.json()["error"]["code"] == "entry_id_reused"
-    fix = _admin_post(b, "/tenants/poor/adjustments", {"amount": "-0.5", "reason": "fix"})
+    fix = _admin_post(
+        b, "/tenants/poor/adjustments", {"amount": "-0.5", "reason": "fix", "id": "fix-1"}
+    )
     assert fix.status_code == 201, fix.text
 
     wallet = _as(a, key, "/wallet").json()

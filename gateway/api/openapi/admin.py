@@ -59,7 +59,8 @@ def _admin(summary: str, responses: dict[int, Any], **kwargs: Any) -> OperationD
 _ENTRY: dict[str, Any] = {
     "body": LedgerEntryRequest,
     "responses": {201: Entry, 200: Entry},
-    "errors": (404, 409, 422),
+    "errors": (404, 409, 422, 504),
+    "request_headers": ("EntryId",),
 }
 
 ADMIN_DOCS: dict[tuple[str, str], OperationDoc] = {
@@ -80,7 +81,8 @@ ADMIN_DOCS: dict[tuple[str, str], OperationDoc] = {
     ("POST", f"{_BASE}/tenants/{{tenant}}/grants"): _admin(
         "Grant credits",
         description="201 with the new entry; 200 with the first one for a retry (same id, "
-        "amount and kind).",
+        "amount and kind). The id (`id` or `Idempotency-Key`) is required; a 504 "
+        "`outcome_unknown` may have been applied: retry it with the same id.",
         **_ENTRY,
     ),
     ("POST", f"{_BASE}/tenants/{{tenant}}/adjustments"): _admin(

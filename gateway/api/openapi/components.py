@@ -40,6 +40,8 @@ ADMIN_CODES: dict[int, str] = {
     401: "`invalid_admin_token`",
     404: "`tenant_not_found`, `key_not_found`",
     409: "`entry_id_reused`: the id was used for another amount or kind",
+    504: "`outcome_unknown`: the store did not confirm the write, which may have been "
+    "applied; retry with the same id (it applies at most once)",
 }
 
 HEADERS: dict[str, dict[str, Any]] = {
@@ -129,6 +131,14 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         "replay the first answer (`Idempotent-Replayed: true`, nothing charged again); the "
         "same key with another body is 422 `idempotency_key_reused`; one still running, 409.",
         "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[ -~]+$"},
+    },
+    "EntryId": {
+        "name": "Idempotency-Key",
+        "in": "header",
+        "required": False,
+        "description": "The entry's id, when the body has no `id` (the same if both): one of "
+        "the two is required, and the entry happens once per id.",
+        "schema": {"type": "string", "minLength": 1, "maxLength": 200},
     },
     "Range": {
         "name": "Range",
