@@ -18,12 +18,12 @@ from typing import Any
 import msgspec
 from litestar import asgi
 
-from gateway.api.dependencies import authenticate
+from gateway.api.dependencies import authenticate, count_refused
 from gateway.api.openapi.doc import Content, OperationDoc, documented
 from gateway.api.resources import Resources
 from gateway.api.responses import route_headers, send_bytes, send_reply
 from gateway.chat.outcomes import ChatCompleted, ChatReplayed
-from gateway.errors import InvalidRequest, MethodNotAllowed
+from gateway.errors import GatewayError, InvalidRequest, MethodNotAllowed
 from gateway.http.context import context_of
 from gateway.http.event_stream import send_event_stream
 from gateway.http.json_body import (
@@ -85,16 +85,20 @@ async def chat_completions(scope: Any, receive: Any, send: Any) -> None:
     ctx = context_of(scope)
     ctx.dialect = OPENAI_CHAT.name
     caller = await authenticate(ctx, resources)
-    require_json_content_type(ctx.content_type)
-    body = await read_body(receive, resources.config.file.gateway.max_body_bytes)
-    outcome = await resources.chat.handle(
-        caller,
-        decode_json(body, _REQUEST, InvalidRequest, unknown_hint=OPTIONS_HINT),
-        body_size=len(body),
-        dialect=OPENAI_CHAT,
-        request_id=ctx.request_id,
-        idempotency_key=ctx.idempotency_key,
-    )
+    try:
+        require_json_content_type(ctx.content_type)
+        body = await read_body(receive, resources.config.file.gateway.max_body_bytes)
+        outcome = await resources.chat.handle(
+            caller,
+            decode_json(body, _REQUEST, InvalidRequest, unknown_hint=OPTIONS_HINT),
+            body_size=len(body),
+            dialect=OPENAI_CHAT,
+            request_id=ctx.request_id,
+            idempotency_key=ctx.idempotency_key,
+        )
+    except GatewayError as exc:
+        await count_refused(ctx, resources, caller, exc)
+        raise
     ctx.model = outcome.model
     ctx.rate = outcome.rate
     if isinstance(outcome, ChatCompleted):

@@ -9,11 +9,11 @@ from typing import Any
 import msgspec
 from litestar import Request, Response
 
-from gateway.api.dependencies import authenticate
+from gateway.api.dependencies import authenticate, count_refused
 from gateway.api.openapi.doc import OperationDoc, documented
 from gateway.api.resources import Resources
 from gateway.api.task_view import task_view
-from gateway.errors import ValidationFailed
+from gateway.errors import GatewayError, ValidationFailed
 from gateway.http.context import context_of
 from gateway.http.json_body import OPTIONS_HINT, decode_json, require_json_content_type
 from gateway.schemas.media import MediaRequest
@@ -58,18 +58,22 @@ async def create_task(
 ) -> Response[bytes]:
     ctx = context_of(request.scope)
     caller = await authenticate(ctx, resources)
-    require_json_content_type(ctx.content_type)
-    parsed: MediaRequest = decode_json(
-        await request.body(), decoder, ValidationFailed, unknown_hint=OPTIONS_HINT
-    )
-    accepted = await resources.tasks.create(
-        caller,
-        capability,
-        parsed,
-        path=request.url.path,
-        request_id=ctx.request_id,
-        idempotency_key=ctx.idempotency_key,
-    )
+    try:
+        require_json_content_type(ctx.content_type)
+        parsed: MediaRequest = decode_json(
+            await request.body(), decoder, ValidationFailed, unknown_hint=OPTIONS_HINT
+        )
+        accepted = await resources.tasks.create(
+            caller,
+            capability,
+            parsed,
+            path=request.url.path,
+            request_id=ctx.request_id,
+            idempotency_key=ctx.idempotency_key,
+        )
+    except GatewayError as exc:
+        await count_refused(ctx, resources, caller, exc)
+        raise
     ctx.model = accepted.task.resolved_model
     ctx.rate = msgspec.structs.replace(accepted.rate, limit_tokens=0)
     headers = {"Location": f"/v1/tasks/{accepted.task.task_id}"}

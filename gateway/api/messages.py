@@ -25,13 +25,13 @@ from typing import Any
 import msgspec
 from litestar import asgi
 
-from gateway.api.dependencies import authenticate
+from gateway.api.dependencies import authenticate, count_refused
 from gateway.api.resources import Resources
 from gateway.api.responses import route_headers, send_bytes, send_reply
 from gateway.auth import DUPLICATE, Caller
 from gateway.chat.outcomes import ChatCompleted, ChatReplayed
 from gateway.chat.tokens import count_tokens
-from gateway.errors import InvalidApiKey, MethodNotAllowed
+from gateway.errors import GatewayError, InvalidApiKey, MethodNotAllowed
 from gateway.http.anthropic.dialect import ANTHROPIC_MESSAGES, MessagesCall
 from gateway.http.anthropic.errors import error_response
 from gateway.http.anthropic.request import decode_messages, to_chat_request
@@ -106,19 +106,23 @@ async def _caller(ctx: RequestContext, resources: Resources) -> Caller:
 async def messages(scope: Any, receive: Any, send: Any) -> None:
     ctx, resources, headers = await _start(scope)
     caller = await _caller(ctx, resources)
-    require_json_content_type(ctx.content_type)
-    body = await read_body(receive, resources.config.file.gateway.max_body_bytes)
-    request, raw = decode_messages(body, MessagesRequest)
-    chat, problems = to_chat_request(request, raw)
-    outcome = await resources.chat.handle(
-        caller,
-        chat,
-        body_size=len(body),
-        dialect=ANTHROPIC_MESSAGES,
-        request_id=ctx.request_id,
-        idempotency_key=ctx.idempotency_key,
-        native=MessagesCall(raw, headers.upstream, problems),
-    )
+    try:
+        require_json_content_type(ctx.content_type)
+        body = await read_body(receive, resources.config.file.gateway.max_body_bytes)
+        request, raw = decode_messages(body, MessagesRequest)
+        chat, problems = to_chat_request(request, raw)
+        outcome = await resources.chat.handle(
+            caller,
+            chat,
+            body_size=len(body),
+            dialect=ANTHROPIC_MESSAGES,
+            request_id=ctx.request_id,
+            idempotency_key=ctx.idempotency_key,
+            native=MessagesCall(raw, headers.upstream, problems),
+        )
+    except GatewayError as exc:
+        await count_refused(ctx, resources, caller, exc)
+        raise
     ctx.model = outcome.model
     ctx.rate = outcome.rate
     request_id = [(b"request-id", ctx.request_id.encode())]
