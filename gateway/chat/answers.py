@@ -15,7 +15,7 @@ from decimal import Decimal
 from gateway.billing.pricing import ChatPrice
 from gateway.chat.dialect import ChatDialect, NativeRequest
 from gateway.chat.outcomes import MODEL_HEADER, ROUTE_HEADER
-from gateway.chat.usage import Charge, charge_for, credit_fields, usage_fields
+from gateway.chat.usage import Charge, Delivered, charge_for, credit_fields, usage_fields
 from gateway.routing.resolver import Route
 from gateway.store.base import Call, StoredReply
 from providers.base import ChatCompletion
@@ -34,7 +34,11 @@ def completion_answer(
 ) -> tuple[bytes, Charge]:
     body, usage = completion.body, completion.usage
     usage_body = body.get("usage") if isinstance(body.get("usage"), dict) else {}
-    charge = charge_for(price, usage, body_size=body_size, usage_body=usage_body)
+    delivered = Delivered()
+    delivered.add_completion(body)
+    charge = charge_for(
+        price, usage, body_size=body_size, delivered=delivered, usage_body=usage_body
+    )
     body["id"] = call.call_id
     body["model"] = route.model.id
     body["object"] = "chat.completion"

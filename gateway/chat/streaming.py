@@ -28,7 +28,7 @@ from gateway.chat.framing import StreamFramer
 from gateway.chat.legacy_functions import to_legacy_chunk
 from gateway.chat.outcomes import MODEL_HEADER, ROUTE_HEADER
 from gateway.chat.plan import ChatPlan
-from gateway.chat.usage import Charge, charge_for, usage_fields
+from gateway.chat.usage import Charge, Delivered, charge_for, usage_fields
 from gateway.logging import get_logger
 from gateway.routing.resolver import Route
 from gateway.routing.upstream_errors import as_gateway_error
@@ -83,7 +83,7 @@ class StreamJob:
         self._first: dict[str, Any] | None = None
         self._usage_body: dict[str, Any] | None = None
         self._content_chunks = 0
-        self._reasoning_chunks = 0  # charged as output when a stream breaks off, with content
+        self._delivered = Delivered()  # what the output is counted from when not reported
         self._kept: list[bytes] | None = [] if call.idempotency is not None else None
         self.gone = False
         self._frame = self._frame_native if native else self.frame
@@ -105,11 +105,11 @@ class StreamJob:
             return None
         for choice in choices:
             delta = choice.get("delta")
-            if delta:
-                if delta.get("content") or delta.get("tool_calls") or delta.get("refusal"):
-                    self._content_chunks += 1
-                elif delta.get("reasoning_content"):
-                    self._reasoning_chunks += 1
+            counted = type(delta) is dict and self._delivered.add_delta(delta)
+            if counted and (
+                delta.get("content") or delta.get("tool_calls") or delta.get("refusal")
+            ):
+                self._content_chunks += 1
         chunk["id"] = self._call.call_id
         chunk["model"] = self._route.model.id
         if self._plan.legacy_answer:
@@ -124,6 +124,7 @@ class StreamJob:
         data = self._framer.chunk(event)
         if data is not None:
             self._content_chunks += 1
+            self._delivered.chunks += 1
             if self._kept is not None:
                 self._kept.append(data)
         return data
@@ -156,7 +157,7 @@ class StreamJob:
                     yield b"".join(batch)
                     batch = []
             if not self.gone:
-                charge = self._charge()
+                charge = self._charge(complete=True)
                 framer = self._framer
                 tail = [framer.end(self._usage_chunk(charge) if framer.wants_usage else None)]
                 reply = None
@@ -186,12 +187,13 @@ class StreamJob:
         self._service.stream_ended(self._route, self._content_chunks)
         yield b"".join(batch + tail)
 
-    def _charge(self) -> Charge:
+    def _charge(self, *, complete: bool) -> Charge:
         return charge_for(
             self._price,
             self._upstream.usage,
             body_size=self._body_size,
-            produced_chunks=self._content_chunks + self._reasoning_chunks,
+            delivered=self._delivered,
+            complete=complete,
             usage_body=self._usage_body,
         )
 
@@ -211,7 +213,7 @@ class StreamJob:
         """A stream that did not complete: charge what was produced, keep no reply."""
         self._service.stream_ended(self._route, self._content_chunks)
         try:
-            await self._service.settle(self._call, self._route, self._charge(), None)
+            await self._service.settle(self._call, self._route, self._charge(complete=False), None)
         except Exception as exc:  # a fault of the gateway's own; the hold expires by itself
             _log.error("settle_failed", call_id=self._call.call_id, error=repr(exc))
 

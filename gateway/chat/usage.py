@@ -1,4 +1,17 @@
-"""Usage as reported, estimated when missing, and the credit fields the gateway adds to it."""
+"""Usage as reported, the delivered output counted, the charge, and the credit fields the
+gateway adds to the usage object.
+
+One rule for every upstream (docs/api.md, "Money"): the upstream's counts are charged when they
+are usable; output it did not count (absent, zero, malformed, or a stream cut before its final
+report) is counted from what the gateway delivered, a token per 4 characters of output (text,
+reasoning, refusal, tool-call names and arguments), rounded up, and never less than one token
+per output chunk; a prompt it did not count is estimated from the request's size.
+
+    output   complete call, reported > 0       reported
+             otherwise                         max(reported, ceil(chars / 4), chunks)
+    prompt   reported > 0                      reported
+             otherwise                         body bytes / 4 + 1
+"""
 
 from __future__ import annotations
 
@@ -9,18 +22,75 @@ from gateway.billing.money import format_credits, format_usd
 from gateway.billing.pricing import ChatPrice, estimate_prompt_tokens
 from providers.base import Usage
 
-__all__ = ["Charge", "charge_for", "credit_fields", "usage_fields"]
+__all__ = ["Charge", "Delivered", "charge_for", "credit_fields", "usage_fields"]
 
 _ONE = Decimal(1)
+_CHARS_PER_TOKEN = 4
+_TEXT_FIELDS = ("content", "reasoning_content", "reasoning", "refusal")
+
+
+class Delivered:
+    """The output a call handed out: its characters, and the chunks that carried any."""
+
+    __slots__ = ("chars", "chunks")
+
+    def __init__(self) -> None:
+        self.chars = 0
+        self.chunks = 0
+
+    def add_delta(self, delta: dict[str, Any]) -> bool:
+        """Counts one chunk's delta; whether it carried output."""
+        chars = _output_chars(delta)
+        if chars:
+            self.chars += chars
+            self.chunks += 1
+            return True
+        return False
+
+    def add_completion(self, body: dict[str, Any]) -> None:
+        """Counts a whole answer's messages (no chunks)."""
+        for choice in body.get("choices") or ():
+            message = choice.get("message") if type(choice) is dict else None
+            if type(message) is dict:
+                self.chars += _output_chars(message)
+
+    def tokens(self) -> int:
+        return max(-(-self.chars // _CHARS_PER_TOKEN), self.chunks)
+
+
+def _output_chars(part: dict[str, Any]) -> int:
+    """Characters of output in a delta or a message: text, reasoning, refusal, tool calls."""
+    chars = 0
+    for name in _TEXT_FIELDS:
+        value = part.get(name)
+        if type(value) is str:
+            chars += len(value)
+    calls = part.get("tool_calls")
+    if calls:
+        for call in calls:
+            function = call.get("function") if type(call) is dict else None
+            if type(function) is dict:
+                for name in ("name", "arguments"):
+                    value = function.get(name)
+                    if type(value) is str:
+                        chars += len(value)
+    return chars
+
+
+_NOTHING = Delivered()
 
 
 class Charge:
-    __slots__ = ("completion_tokens", "prompt_tokens", "units")
+    __slots__ = ("completion_tokens", "estimated", "prompt_tokens", "units")
 
-    def __init__(self, units: int, prompt_tokens: int, completion_tokens: int) -> None:
+    def __init__(
+        self, units: int, prompt_tokens: int, completion_tokens: int, *, estimated: bool = False
+    ) -> None:
         self.units = units
         self.prompt_tokens = prompt_tokens
         self.completion_tokens = completion_tokens
+        self.estimated = estimated
+        """Some of the counts are the gateway's (the upstream did not give them usably)."""
 
     @property
     def tokens(self) -> int:
@@ -32,21 +102,25 @@ def charge_for(
     usage: Usage | None,
     *,
     body_size: int,
-    produced_chunks: int = 0,
+    delivered: Delivered = _NOTHING,
+    complete: bool = True,
     usage_body: dict[str, Any] | None = None,
 ) -> Charge:
-    """The charge of one call. A stream cut short is charged from what its upstream reported
-    so far (`usage.partial`: the prompt and cache counts, the output with the adapter's
-    estimate of what it delivered since), and never below one token per output chunk
-    delivered (reasoning included); without any report, the prompt is estimated from the
-    request size. So a call that produced something is never free."""
-    if usage is not None and (usage.prompt_tokens or usage.completion_tokens):
-        prompt, completion = usage.prompt_tokens, usage.completion_tokens
-        if usage.partial:
-            prompt = prompt or estimate_prompt_tokens(body_size)
-            completion = max(completion, produced_chunks)
+    """The charge of one call by the module's rule. `usage`: what the upstream reported (so
+    far, `partial`, for a stream cut short); `delivered`: the output handed out; `complete`:
+    the call ended properly (a whole answer, a stream to its end)."""
+    reported_prompt = max(usage.prompt_tokens, 0) if usage is not None else 0
+    reported_output = max(usage.completion_tokens, 0) if usage is not None else 0
+    estimated = False
+    if complete and reported_output > 0 and usage is not None and not usage.partial:
+        completion = reported_output
     else:
-        prompt, completion = estimate_prompt_tokens(body_size), produced_chunks
+        completion = max(reported_output, delivered.tokens())
+        estimated = completion > reported_output
+    if reported_prompt > 0:
+        prompt = reported_prompt
+    else:
+        prompt, estimated = estimate_prompt_tokens(body_size), True
     body = usage_body or {}
     if price.reported_cost_units_per_usd is not None:
         reported = _reported_cost(body)
@@ -54,16 +128,21 @@ def charge_for(
             units = (reported * price.reported_cost_units_per_usd).quantize(
                 _ONE, rounding=ROUND_HALF_UP
             )
-            return Charge(int(units), prompt, completion)
+            return Charge(int(units), prompt, completion, estimated=estimated)
     cached = usage.cached_tokens if usage is not None else 0
     written = usage.cache_creation_tokens if usage is not None else 0
     details = body.get("prompt_tokens_details")
     if isinstance(details, dict):
-        if isinstance(details.get("cached_tokens"), int):
+        if _is_count(details.get("cached_tokens")):
             cached = details["cached_tokens"]
-        if isinstance(details.get("cache_creation_tokens"), int):
+        if _is_count(details.get("cache_creation_tokens")):
             written = details["cache_creation_tokens"]
-    return Charge(price.charge_units(prompt, completion, cached, written), prompt, completion)
+    charged = price.charge_units(prompt, completion, cached, written)
+    return Charge(charged, prompt, completion, estimated=estimated)
+
+
+def _is_count(value: object) -> bool:
+    return type(value) is int and value >= 0
 
 
 def _reported_cost(usage_body: dict[str, Any]) -> Decimal | None:
@@ -79,10 +158,17 @@ def _reported_cost(usage_body: dict[str, Any]) -> Decimal | None:
 
 
 def usage_fields(usage_body: dict[str, Any], charge: Charge, rate: Decimal) -> dict[str, Any]:
-    """The usage object the client sees: upstream's fields plus credits."""
-    usage_body.setdefault("prompt_tokens", charge.prompt_tokens)
-    usage_body.setdefault("completion_tokens", charge.completion_tokens)
-    usage_body.setdefault("total_tokens", charge.prompt_tokens + charge.completion_tokens)
+    """The usage object the client sees: upstream's fields plus credits; counts the gateway
+    made itself replace the upstream's and say so (`estimated: true`)."""
+    if charge.estimated:
+        usage_body["prompt_tokens"] = charge.prompt_tokens
+        usage_body["completion_tokens"] = charge.completion_tokens
+        usage_body["total_tokens"] = charge.prompt_tokens + charge.completion_tokens
+        usage_body["estimated"] = True
+    else:
+        usage_body.setdefault("prompt_tokens", charge.prompt_tokens)
+        usage_body.setdefault("completion_tokens", charge.completion_tokens)
+        usage_body.setdefault("total_tokens", charge.prompt_tokens + charge.completion_tokens)
     usage_body["credits"] = format_credits(charge.units)
     usage_body["credits_usd_reference"] = format_usd(charge.units, rate)
     return usage_body

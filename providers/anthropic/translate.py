@@ -59,7 +59,7 @@ def finish_reason(stop_reason: str | None) -> str:
 
 def openai_usage(usage: MessageUsage) -> tuple[dict[str, Any], Usage]:
     """The OpenAI `usage` object and its counts, cache reads and writes included."""
-    counts = _counts(usage, 0, partial=False)
+    counts = _counts(usage, partial=False)
     body = {
         "prompt_tokens": counts.prompt_tokens,
         "completion_tokens": counts.completion_tokens,
@@ -72,11 +72,11 @@ def openai_usage(usage: MessageUsage) -> tuple[dict[str, Any], Usage]:
     return body, counts
 
 
-def _counts(usage: MessageUsage, more_output: int, *, partial: bool) -> Usage:
+def _counts(usage: MessageUsage, *, partial: bool) -> Usage:
     cache_read = usage.cache_read_input_tokens or 0
     cache_write = usage.cache_creation_input_tokens or 0
     prompt = (usage.input_tokens or 0) + cache_read + cache_write
-    completion = (usage.output_tokens or 0) + more_output
+    completion = usage.output_tokens or 0
     return Usage(
         prompt_tokens=prompt,
         completion_tokens=completion,
@@ -160,15 +160,13 @@ class StreamTranslator:
 
     `usage` is set at `message_delta` (final counts). Before it, `usage_so_far()` gives what
     `message_start` reported (the whole prompt, cache reads and writes, the first output
-    tokens) plus an estimate of the output delivered since (text, thinking and tool
-    arguments: a character count kept as they pass, a quarter of it in tokens), which is
-    what a stream cut short is charged. `finished` records that a stop_reason arrived (a
+    tokens), `partial`: the gateway charges a stream cut short from it and from the output
+    it delivered (`gateway.chat.usage`). `finished` records that a stop_reason arrived (a
     stream cut after it still counts as complete); `stopped` that `message_stop` did.
     """
 
     __slots__ = (
         "_created",
-        "_delivered",
         "_id",
         "_model",
         "_no_arguments",
@@ -194,7 +192,6 @@ class StreamTranslator:
         self._role_sent = False
         self._usage_sent = False
         self._started = False
-        self._delivered = 0  # characters of output translated since message_start
         self._tools: dict[int, int] = {}  # content block index -> OpenAI tool call index
         self._no_arguments: set[int] = set()  # tool blocks that streamed no argument yet
         self._thinking: list[str] | None = None  # the open thinking block's text pieces
@@ -208,7 +205,7 @@ class StreamTranslator:
             return self.usage
         if not self._started:
             return None
-        return _counts(self._upstream_usage, (self._delivered + 3) // 4, partial=True)
+        return _counts(self._upstream_usage, partial=True)
 
     def feed(self, data: bytes, out: _Sink) -> None:
         """Translate one event; ProviderError for an error event or a malformed one."""
@@ -223,17 +220,14 @@ class StreamTranslator:
                 return
             dtype = delta.type
             if dtype == "text_delta":
-                self._delivered += len(delta.text)
                 self._emit(out, {"content": delta.text})
             elif dtype == "input_json_delta":
                 tool = self._tools.get(event.index)
                 if tool is not None and delta.partial_json:
-                    self._delivered += len(delta.partial_json)
                     self._no_arguments.discard(event.index)
                     call = {"index": tool, "function": {"arguments": delta.partial_json}}
                     self._emit(out, {"tool_calls": [call]})
             elif dtype == "thinking_delta":
-                self._delivered += len(delta.thinking)
                 if self._thinking is not None:
                     self._thinking.append(delta.thinking)
                 if delta.thinking:
@@ -282,7 +276,6 @@ class StreamTranslator:
         kind = block.type
         if kind == "text":
             if block.text:
-                self._delivered += len(block.text)
                 self._emit(out, {"content": block.text})
         elif kind == "tool_use":
             tool = self._tools[event.index] = len(self._tools)
@@ -296,7 +289,6 @@ class StreamTranslator:
             self._thinking = [block.thinking]
             self._signature = block.signature
             if block.thinking:
-                self._delivered += len(block.thinking)
                 self._emit(out, {"reasoning_content": block.thinking})
         elif kind == "redacted_thinking" and block.data:
             self._emit(out, {"thinking_blocks": [_redacted_block(block.data)]})

@@ -1,8 +1,8 @@
 """The Azure OpenAI provider: OpenAI's wire format at Azure's URLs, with its key or Entra ID.
 
 The URL of each deployment is built once; a call is then what an OpenAI-compatible call
-costs (`providers.openai_compatible`: the request's changes, an answer without usage
-counted), plus, with Entra ID, one comparison to know the token is still good.
+costs (`providers.openai_compatible`: the request's changes, the stream's unreadable
+choices left out), plus, with Entra ID, one comparison to know the token is still good.
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from providers.openai.errors import not_a_stream
 from providers.openai.stream import OpenAIChatStream
 from providers.openai.translate import completion_from_bytes
 from providers.openai_compatible.request import RequestShape
-from providers.openai_compatible.stream import CountedStream
-from providers.openai_compatible.usage import estimated_usage, usage_body
+from providers.openai_compatible.stream import FilteredStream
 from providers.upstream import Upstream, key_header
 
 __all__ = ["AzureOpenAIProvider", "create"]
@@ -63,17 +62,12 @@ class AzureOpenAIProvider:
     async def complete(self, body: dict[str, Any]) -> ChatCompletion:
         url, payload = self._request(body)
         raw = await self._upstream.request("POST", url, _encode(payload))
-        completion = completion_from_bytes(raw)
-        if completion.body.get("usage") is None:
-            usage = estimated_usage(body, completion.body)
-            completion.body["usage"] = usage_body(usage)
-            completion.usage = usage
-        return completion
+        return completion_from_bytes(raw)
 
-    async def stream(self, body: dict[str, Any]) -> CountedStream:
+    async def stream(self, body: dict[str, Any]) -> FilteredStream:
         url, payload = self._request(body)
         response = await self._upstream.stream(url, _encode(payload))
-        return CountedStream(await OpenAIChatStream(response).start(), body)
+        return FilteredStream(await OpenAIChatStream(response).start())
 
     async def close(self) -> None:
         await self._upstream.close()

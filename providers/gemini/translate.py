@@ -80,10 +80,10 @@ def completion_from_bytes(raw: bytes, model: str) -> ChatCompletion:
     return ChatCompletion(body=body, usage=usage_of(meta))
 
 
-def usage_of(meta: UsageMetadata, more_output: int = 0, *, partial: bool = False) -> Usage:
+def usage_of(meta: UsageMetadata, *, partial: bool = False) -> Usage:
     prompt = meta.prompt_token_count + meta.tool_use_prompt_token_count
-    completion = meta.candidates_token_count + meta.thoughts_token_count + more_output
-    total = meta.total_token_count + more_output if meta.total_token_count else 0
+    completion = meta.candidates_token_count + meta.thoughts_token_count
+    total = meta.total_token_count
     return Usage(
         prompt_tokens=prompt,
         completion_tokens=completion,
@@ -101,15 +101,14 @@ class StreamTranslator:
     records that a finishReason arrived, so the end of the body after it is a proper end
     (and `end()` gives the usage chunk), while an end before it is a broken stream.
 
-    Gemini reports `usageMetadata` as it goes (in every event, counts so far): a stream cut
-    short is charged from the last one, plus the output of events that came without it (a
-    quarter of its characters in tokens), `usage_so_far()`.
+    Gemini reports `usageMetadata` as it goes (in every event; Vertex gives the output
+    counts only in the last): `usage_so_far()` is the last one, `partial`, and the gateway
+    charges a stream cut short from it and from what it delivered (`gateway.chat.usage`).
     """
 
     __slots__ = (
         "_base",
         "_calls",
-        "_delivered",
         "_meta",
         "_model",
         "_started",
@@ -125,17 +124,16 @@ class StreamTranslator:
         self._started: set[int] = set()
         self._calls: dict[int, int] = {}  # choice index -> tool calls sent
         self._meta: UsageMetadata | None = None
-        self._delivered = 0  # characters of output since the last usageMetadata
 
     def usage_so_far(self) -> Usage | None:
-        """The final counts once the stream ended; before, the last reported ones plus the
-        output delivered since (`partial`); None when Gemini reported none yet."""
+        """The final counts once the stream ended; before, the last reported ones
+        (`partial`); None when Gemini reported none yet."""
         if self.usage is not None:
             return self.usage
         meta = self._meta
         if meta is None:
             return None
-        return usage_of(meta, (self._delivered + 3) // 4, partial=True)
+        return usage_of(meta, partial=True)
 
     @property
     def started(self) -> bool:
@@ -145,10 +143,8 @@ class StreamTranslator:
     def chunks(self, data: bytes) -> list[dict[str, Any]]:
         """The chunks for one event (none for an event that carries only usage)."""
         response = _decode(data, "stream event")
-        reported = response.usage_metadata is not None
-        if reported:
+        if response.usage_metadata is not None:
             self._meta = response.usage_metadata
-            self._delivered = 0
         if not response.candidates:
             feedback = response.prompt_feedback
             if response.error is not None or (feedback is not None and feedback.block_reason):
@@ -166,8 +162,6 @@ class StreamTranslator:
         finishes: list[dict[str, Any]] = []
         for candidate in response.candidates:
             delta = self._delta(candidate)
-            if not reported:
-                self._delivered += _size(delta)
             if delta:
                 logprobs = _logprobs(candidate.logprobs_result)
                 deltas.append(
@@ -297,14 +291,6 @@ def _split(parts: Any) -> tuple[list[str], list[str], list[dict[str, Any]], str 
 
 def _google_signature(signature: str) -> dict[str, Any]:
     return {"google": {"thought_signature": signature}}
-
-
-def _size(delta: dict[str, Any]) -> int:
-    """Characters of output in a delta: text, thoughts, tool-call arguments."""
-    size = len(delta.get("content") or "") + len(delta.get("reasoning_content") or "")
-    for call in delta.get("tool_calls") or ():
-        size += len(call["function"]["arguments"])
-    return size
 
 
 def _tool_call(part: Part) -> dict[str, Any]:

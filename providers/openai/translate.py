@@ -70,9 +70,23 @@ class StreamTranslator:
 
 
 def _usage(value: object) -> Usage | None:
+    """The counts of a `usage` object, each read on its own: one that is not a non-negative
+    integer counts as absent (0), so a malformed object leaves the gateway to count what it
+    delivered (`gateway.chat.usage`); None when `usage` is not an object."""
     if type(value) is not dict:
         return None
-    try:
-        return msgspec.convert(value, Usage)
-    except msgspec.ValidationError:
-        return None
+    details = value.get("prompt_tokens_details")
+    cached = _count(details.get("cached_tokens")) if type(details) is dict else 0
+    written = _count(details.get("cache_creation_tokens")) if type(details) is dict else 0
+    prompt, output = _count(value.get("prompt_tokens")), _count(value.get("completion_tokens"))
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=output,
+        total_tokens=_count(value.get("total_tokens")) or prompt + output,
+        cached_tokens=cached,
+        cache_creation_tokens=written,
+    )
+
+
+def _count(value: object) -> int:
+    return value if type(value) is int and value > 0 else 0

@@ -4,8 +4,9 @@ their own (vLLM, Ollama's OpenAI endpoint, hosted OpenAI-compatible APIs).
 The wire format, its stream and its errors are the OpenAI adapter's (`providers.openai`);
 what differs per server is routing-file options (`options.py`): no `stream_options`, the
 `max_tokens` spelling, fields the server refuses, extra headers, no key. `request.py` adapts
-the body, `usage.py` counts an answer the server did not count (marked `estimated`),
-`stream.py` does so for a stream, `client.py` is the provider.
+the body, `stream.py` passes a stream on without the choices a client cannot read, `client.py`
+is the provider. An answer whose usage is absent, zero or malformed is counted by the gateway
+from what it delivered (`gateway.chat.usage`), as for every upstream.
 """
 
 from providers.openai_compatible.client import create

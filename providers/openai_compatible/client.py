@@ -1,9 +1,8 @@
 """The OpenAI-compatible provider: the OpenAI adapter's wire format on one pooled session,
-with the server's differences applied to each request and its missing usage counted.
+with the server's differences applied to each request.
 
 Everything that does not change per request (URL, headers, the request's changes) is built
-once in `create()`; a call that needs no change costs what an OpenAI call costs, plus a
-character count per stream chunk.
+once in `create()`; a call that needs no change costs what an OpenAI call costs.
 """
 
 from __future__ import annotations
@@ -18,8 +17,7 @@ from providers.openai.stream import OpenAIChatStream
 from providers.openai.translate import completion_from_bytes
 from providers.openai_compatible.options import Options
 from providers.openai_compatible.request import RequestShape
-from providers.openai_compatible.stream import CountedStream
-from providers.openai_compatible.usage import estimated_usage, usage_body
+from providers.openai_compatible.stream import FilteredStream
 from providers.upstream import Upstream, key_header
 
 __all__ = ["OpenAICompatibleProvider", "create"]
@@ -50,18 +48,13 @@ class OpenAICompatibleProvider:
 
     async def complete(self, body: dict[str, Any]) -> ChatCompletion:
         raw = await self._upstream.request("POST", self._url, _encode(self._shape.apply(body)))
-        completion = completion_from_bytes(raw)
-        if completion.body.get("usage") is None:  # the server did not count: count here
-            usage = estimated_usage(body, completion.body)
-            completion.body["usage"] = usage_body(usage)
-            completion.usage = usage
-        return completion
+        return completion_from_bytes(raw)
 
-    async def stream(self, body: dict[str, Any]) -> CountedStream:
+    async def stream(self, body: dict[str, Any]) -> FilteredStream:
         payload = _encode(self._shape.apply(body))
         response = await self._upstream.stream(self._url, payload)
         inner = await OpenAIChatStream(response).start()
-        return CountedStream(inner, body)
+        return FilteredStream(inner)
 
     async def close(self) -> None:
         await self._upstream.close()

@@ -24,8 +24,8 @@ class Options(HttpOptions, kw_only=True, forbid_unknown_fields=True, frozen=True
     Bearer`. `stream_options = false` leaves `stream_options` out of stream requests (servers
     that refuse it); `max_tokens_field = "max_tokens"` sends the output limit under its older
     name; `drop_fields` lists request fields the server refuses, left out of every request.
-    A server that reports no usage (in a stream, or at all) is counted by the adapter, and
-    the answer's `usage` says `estimated: true`.
+    A server that reports no usage (in a stream, or at all) is counted by the gateway from
+    what it delivered, and the answer's `usage` says `estimated: true`.
     """
 
     stream_options: bool = True

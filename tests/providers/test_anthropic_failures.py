@@ -51,10 +51,10 @@ def test_error_event_mid_stream_raises_after_the_chunks_before_it() -> None:
             await stream.aclose()
             assert caught.value.upstream_status == 529
             assert reassemble(received)["content"] == "Hello from"
-            # never reached message_delta: message_start's counts, plus the 10 characters
-            # delivered since (3 tokens at 4 characters each, rounded up)
+            # never reached message_delta: message_start's counts, as reported (the gateway
+            # adds what it delivered since: gateway.chat.usage)
             assert stream.usage == Usage(
-                prompt_tokens=12, completion_tokens=4, total_tokens=16, partial=True
+                prompt_tokens=12, completion_tokens=1, total_tokens=13, partial=True
             )
             await provider.complete(BODY)  # the pool recovers
 

@@ -286,15 +286,17 @@ def test_a_wrong_key_is_answered_401() -> None:
     run(test)
 
 
-def test_an_api_version_too_old_for_stream_usage_is_counted() -> None:
-    """A stream that ends without usage (older API versions ignore `stream_options`) gets
-    the adapter's estimate, marked as such."""
+def test_an_api_version_too_old_for_stream_usage_reports_none() -> None:
+    """A stream that ends without usage (older API versions ignore `stream_options`) reports
+    none: the gateway counts what it delivered (gateway.chat.usage)."""
 
     async def test() -> None:
         async with FakeAzure(api_key=KEY) as fake, azure(fake, stream_options=False) as provider:
-            chunks = await _collect(provider, STREAM_BODY)
+            stream = await provider.stream(STREAM_BODY)
+            chunks = [chunk async for chunk in stream]
+            assert stream.usage is None
         assert "stream_options" not in fake.requests[0].json
-        assert chunks[-1]["choices"] == []
-        assert chunks[-1]["usage"]["estimated"] is True
+        assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+        assert not any("usage" in chunk for chunk in chunks)
 
     run(test)

@@ -119,7 +119,9 @@ def test_complete_passes_every_field_through() -> None:
             fake.enqueue(Reply(body=RICH_COMPLETION))
             result = await provider.complete(BODY)
             assert result.body == RICH_COMPLETION
-            assert result.usage == Usage(prompt_tokens=21, completion_tokens=9, total_tokens=30)
+            assert result.usage == Usage(
+                prompt_tokens=21, completion_tokens=9, total_tokens=30, cached_tokens=16
+            )
 
     run(test)
 

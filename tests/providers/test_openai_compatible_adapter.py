@@ -1,6 +1,6 @@
 """OpenAI-compatible servers (vLLM, Ollama, hosted APIs): the OpenAI wire format with each
-server's differences as options, and the usage a server did not report counted by the
-adapter and marked `estimated`."""
+server's differences as options; the usage a server did not report is left to the gateway
+to count (gateway.chat.usage)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ from typing import Any
 import pytest
 
 from providers.base import ChatProvider
-from providers.errors import ProviderError, UpstreamUnavailable
+from providers.errors import UpstreamUnavailable
 from providers.openai_compatible import Options, create
-from providers.openai_compatible.usage import prompt_tokens
 from tests.fakes.openai_upstream import FakeOpenAI, Reply, StreamReply, default_completion
 from tests.fakes.recorded import load
 from tests.providers.adapter_checks import assert_refused_is_unavailable, drain, run
@@ -87,7 +86,9 @@ def test_the_servers_differences_as_options() -> None:
     run(test)
 
 
-def test_a_stream_without_usage_is_counted_and_marked_estimated() -> None:
+def test_a_stream_without_usage_reports_none() -> None:
+    """The gateway counts what it delivered (gateway.chat.usage), as for every upstream."""
+
     async def test() -> None:
         async with server(stream_options=False) as (fake, provider):
             chunks, usage = await _collect(provider, STREAM_BODY)
@@ -95,24 +96,13 @@ def test_a_stream_without_usage_is_counted_and_marked_estimated() -> None:
             c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]
         )
         assert text == fake.text
-        tail = chunks[-1]
-        assert tail["choices"] == [] and tail["id"] == "chatcmpl-fake"
-        expected_prompt = prompt_tokens(STREAM_BODY)
-        assert expected_prompt == 3 + 4 + 2  # "hello": 5 characters, 2 tokens
-        output = -(-len(fake.text) // 4)
-        assert tail["usage"] == {
-            "prompt_tokens": expected_prompt,
-            "completion_tokens": output,
-            "total_tokens": expected_prompt + output,
-            "estimated": True,
-        }
-        assert (usage.prompt_tokens, usage.completion_tokens) == (expected_prompt, output)
-        assert not usage.partial
+        assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+        assert usage is None and not any("usage" in c for c in chunks)
 
     run(test)
 
 
-def test_the_recorded_ollama_tool_stream_is_counted() -> None:
+def test_the_recorded_ollama_tool_stream_passes_as_it_came() -> None:
     events = [b"data: " + e.encode() + b"\n\n" for e in load("ollama_tool_stream")["events"]]
     tools = [
         {"type": "function", "function": {"name": "run_command", "parameters": {"type": "object"}}}
@@ -128,15 +118,12 @@ def test_the_recorded_ollama_tool_stream_is_counted() -> None:
             '{"command":"ls -l"}',
         ]
         assert chunks[2]["choices"][0]["finish_reason"] == "tool_calls"
-        assert chunks[-1]["usage"]["estimated"] is True
-        # "run_command" + its arguments, twice: (11 + 16) + (11 + 19) characters
-        assert usage.completion_tokens == -(-(11 + 16 + 11 + 19) // 4)
-        assert usage.prompt_tokens == prompt_tokens({**STREAM_BODY, "tools": tools})
+        assert usage is None
 
     run(test)
 
 
-def test_a_whole_answer_without_usage_is_counted_too() -> None:
+def test_a_whole_answer_without_usage_reports_zero() -> None:
     answer = default_completion(BODY, "Hi there, how can I help?")
     del answer["usage"]
 
@@ -144,32 +131,8 @@ def test_a_whole_answer_without_usage_is_counted_too() -> None:
         async with server() as (fake, provider):
             fake.enqueue(Reply(body=answer))
             completion = await provider.complete(BODY)
-        assert completion.body["usage"] == {
-            "prompt_tokens": 9,
-            "completion_tokens": 7,
-            "total_tokens": 16,
-            "estimated": True,
-        }
-        assert completion.usage.completion_tokens == 7
-
-    run(test)
-
-
-def test_a_stream_cut_short_reports_what_was_delivered_as_partial() -> None:
-    async def test() -> None:
-        async with server(stream_options=False) as (fake, provider):
-            fake.enqueue(StreamReply(break_after=3))
-            stream = await provider.stream(STREAM_BODY)
-            chunks: list[dict[str, Any]] = []
-            with pytest.raises(ProviderError):
-                await drain(stream, chunks)
-            usage = stream.usage
-            await stream.aclose()
-        delivered = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
-        assert delivered == "Hello from"
-        assert usage is not None and usage.partial
-        assert usage.completion_tokens == 3  # 10 characters, but never less than a token a chunk
-        assert usage.prompt_tokens == 9
+        assert "usage" not in completion.body
+        assert completion.usage.completion_tokens == 0
 
     run(test)
 
