@@ -64,8 +64,9 @@ class ChatUsage(msgspec.Struct, kw_only=True):
     prompt_tokens_details: dict[str, Any] | None = None
     completion_tokens_details: dict[str, Any] | None = None
     estimated: bool | None = None
-    """True when the upstream reported no counts and the gateway counted the tokens itself
-    (about four characters a token); absent when the counts are the upstream's."""
+    """True when the upstream gave no usable counts (absent, zero, malformed, a stream cut
+    short) and the gateway counted them itself (docs/api.md, "Money"); absent when the counts
+    are the upstream's."""
 
 
 class ChatCompletion(msgspec.Struct, kw_only=True):
