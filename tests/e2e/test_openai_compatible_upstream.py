@@ -1,7 +1,8 @@
 """The gateway in front of OpenAI-compatible servers (fakes over real HTTP standing for a
 vLLM that takes OpenAI's body and an Ollama that wants `max_tokens` and reports no usage in
 streams), driven by the official `openai` SDK, and once by the `anthropic` SDK through
-`/v1/messages`: the usage the gateway counted itself is marked `estimated` and charged."""
+`/v1/messages`: the usage the gateway counted itself (docs/api.md, "Money") is marked
+`estimated` and charged."""
 
 from __future__ import annotations
 
@@ -138,10 +139,11 @@ def test_a_server_without_stream_usage_is_counted_and_says_so(
     assert final is not None
     extra = final.model_extra or {}
     assert extra["estimated"] is True
-    # prompt: 3 + 4 + ceil(5 / 4) = 9; output: ceil(18 / 4) = 5 ("Hello from Ollama.")
-    assert (final.prompt_tokens, final.completion_tokens) == (9, 5)
-    # (9 x 1000 + 5 x 2000) / 1e6 USD x 1000 credits per USD
-    assert extra["credits"] == "19.0000"
+    # prompt: the request body's bytes / 4 + 1 = 36; output: ceil(18 / 4) = 5 ("Hello from
+    # Ollama.")
+    assert (final.prompt_tokens, final.completion_tokens) == (36, 5)
+    # (36 x 1000 + 5 x 2000) / 1e6 USD x 1000 credits per USD
+    assert extra["credits"] == "46.0000"
 
 
 def test_the_recorded_ollama_tool_stream(client: openai.OpenAI, ollama: FakeOpenAI) -> None:
@@ -192,7 +194,7 @@ def test_a_whole_answer_without_usage(client: openai.OpenAI, ollama: FakeOpenAI)
     ollama.enqueue(Reply(body=body))
     completion = client.chat.completions.create(model="ollama-chat", messages=MESSAGES)
     used = completion.usage
-    assert used is not None and (used.prompt_tokens, used.completion_tokens) == (9, 2)
+    assert used is not None and (used.prompt_tokens, used.completion_tokens) == (18, 2)
     assert (used.model_extra or {})["estimated"] is True
 
 
@@ -246,5 +248,5 @@ def test_the_messages_api_through_the_translation(
     ):
         message = stream.get_final_message()
     assert message.content[0].type == "text" and message.content[0].text == ollama.text
-    assert (message.usage.input_tokens, message.usage.output_tokens) == (9, 5)
+    assert (message.usage.input_tokens, message.usage.output_tokens) == (26, 5)
     assert ollama.requests[-1].json["max_tokens"] == 64

@@ -222,8 +222,9 @@ def test_a_stream_cut_after_its_thinking_is_charged_from_anthropics_counts(
                 blocks += extra.get("thinking_blocks") or ()
     assert len(reasoning) == 202 and blocks[0]["thinking"] == reasoning
     # message_start: 43 input tokens, 1 output token; then 202 characters of thinking
-    # (51 tokens at 4 characters each): 43 x $3 + 52 x $15 per million = 0.9090 credits.
-    assert last_charge(gateway)["amount_credits"] == "-0.9090"
+    # delivered, max(1, ceil(202 / 4)) = 51 output tokens: 43 x $3 + 51 x $15 per million
+    # = 0.8940 credits.
+    assert last_charge(gateway)["amount_credits"] == "-0.8940"
 
 
 def test_a_gemini_stream_cut_after_its_thinking_is_charged_from_geminis_counts(
