@@ -31,13 +31,16 @@ def completion_answer(
     body_size: int,
     completion: ChatCompletion,
     dialect: ChatDialect,
+    *,
+    limit: int | None = None,
 ) -> tuple[bytes, Charge]:
+    """`limit`: the most output the upstream was asked for (`gateway.chat.usage`)."""
     body, usage = completion.body, completion.usage
     usage_body = body.get("usage") if isinstance(body.get("usage"), dict) else {}
     delivered = Delivered()
     delivered.add_completion(body)
     charge = charge_for(
-        price, usage, body_size=body_size, delivered=delivered, usage_body=usage_body
+        price, usage, body_size=body_size, delivered=delivered, limit=limit, usage_body=usage_body
     )
     body["id"] = call.call_id
     body["model"] = route.model.id

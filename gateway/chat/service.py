@@ -66,7 +66,7 @@ from gateway.chat.route_report import (
     route_taken,
 )
 from gateway.chat.streaming import StreamJob
-from gateway.chat.usage import Charge
+from gateway.chat.usage import Charge, output_limit
 from gateway.chat.validation import check_chat_request
 from gateway.errors import InvalidRequest, StoreUnavailable, fields_message
 from gateway.ids import new_completion_id
@@ -337,7 +337,14 @@ class ChatService:
                 if plan.legacy_answer:
                     to_legacy_completion(completion.body)
                 payload, charge = completion_answer(
-                    call, route, price, credits_per_usd, body_size, completion, dialect
+                    call,
+                    route,
+                    price,
+                    credits_per_usd,
+                    body_size,
+                    completion,
+                    dialect,
+                    limit=output_limit(plan, route),
                 )
             await self.settle(call, route, charge, kept_reply(call, route, note, payload))
             return ChatCompleted(

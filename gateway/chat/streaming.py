@@ -28,7 +28,7 @@ from gateway.chat.framing import StreamFramer
 from gateway.chat.legacy_functions import to_legacy_chunk
 from gateway.chat.outcomes import MODEL_HEADER, ROUTE_HEADER
 from gateway.chat.plan import ChatPlan
-from gateway.chat.usage import Charge, Delivered, charge_for, usage_fields
+from gateway.chat.usage import Charge, Delivered, charge_for, output_limit, usage_fields
 from gateway.logging import get_logger
 from gateway.routing.resolver import Route
 from gateway.routing.upstream_errors import as_gateway_error
@@ -194,6 +194,7 @@ class StreamJob:
             body_size=self._body_size,
             delivered=self._delivered,
             complete=complete,
+            limit=output_limit(self._plan, self._route),
             usage_body=self._usage_body,
         )
 

@@ -8,7 +8,8 @@ reasoning, refusal, tool-call names and arguments), rounded up, and never less t
 per output chunk; a prompt it did not count is estimated from the request's size.
 
     output   complete call, reported > 0       reported
-             otherwise                         max(reported, ceil(chars / 4), chunks)
+             otherwise                         max(reported, ceil(chars / 4), chunks),
+                                               the estimate at most the output asked for
     prompt   reported > 0                      reported
              otherwise                         body bytes / 4 + 1
 """
@@ -16,13 +17,17 @@ per output chunk; a prompt it did not count is estimated from the request's size
 from __future__ import annotations
 
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.billing.money import format_credits, format_usd
 from gateway.billing.pricing import ChatPrice, estimate_prompt_tokens
 from providers.base import Usage
 
-__all__ = ["Charge", "Delivered", "charge_for", "credit_fields", "usage_fields"]
+if TYPE_CHECKING:
+    from gateway.chat.plan import ChatPlan
+    from gateway.routing.route import Route
+
+__all__ = ["Charge", "Delivered", "charge_for", "credit_fields", "output_limit", "usage_fields"]
 
 _ONE = Decimal(1)
 _CHARS_PER_TOKEN = 4
@@ -104,18 +109,24 @@ def charge_for(
     body_size: int,
     delivered: Delivered = _NOTHING,
     complete: bool = True,
+    limit: int | None = None,
     usage_body: dict[str, Any] | None = None,
 ) -> Charge:
     """The charge of one call by the module's rule. `usage`: what the upstream reported (so
     far, `partial`, for a stream cut short); `delivered`: the output handed out; `complete`:
-    the call ended properly (a whole answer, a stream to its end)."""
+    the call ended properly (a whole answer, a stream to its end); `limit`: the most output
+    the upstream was asked for (`output_limit`), which an estimate never passes (a token of
+    more than 4 characters would otherwise take the estimate past the hold)."""
     reported_prompt = max(usage.prompt_tokens, 0) if usage is not None else 0
     reported_output = max(usage.completion_tokens, 0) if usage is not None else 0
     estimated = False
     if complete and reported_output > 0 and usage is not None and not usage.partial:
         completion = reported_output
     else:
-        completion = max(reported_output, delivered.tokens())
+        counted = delivered.tokens()
+        if limit is not None:
+            counted = min(counted, limit)
+        completion = max(reported_output, counted)
         estimated = completion > reported_output
     if reported_prompt > 0:
         prompt = reported_prompt
@@ -139,6 +150,12 @@ def charge_for(
             written = details["cache_creation_tokens"]
     charged = price.charge_units(prompt, completion, cached, written)
     return Charge(charged, prompt, completion, estimated=estimated)
+
+
+def output_limit(plan: ChatPlan, route: Route) -> int:
+    """The most output `route`'s upstream was asked for: its completion limit per choice."""
+    n = plan.request.n
+    return (plan.requested or route.model.max_output_tokens) * (n if isinstance(n, int) else 1)
 
 
 def _is_count(value: object) -> bool:

@@ -107,6 +107,18 @@ def test_without_a_report_the_request_size_is_the_prompt() -> None:
     assert (charge.prompt_tokens, charge.completion_tokens) == (101, 3) and charge.units > 0
 
 
+def test_an_estimate_never_passes_the_output_the_upstream_was_asked_for() -> None:
+    """Tokens of more than 4 characters (long words, runs of spaces) would otherwise take the
+    estimate past max_completion_tokens, and the charge past the hold."""
+    spaces = _delivered(4_000, 10)
+    assert (
+        charge_for(SONNET, None, body_size=80, delivered=spaces, limit=100).completion_tokens == 100
+    )
+    reported = Usage(prompt_tokens=5, completion_tokens=180, partial=True)
+    cut = charge_for(SONNET, reported, body_size=80, delivered=spaces, complete=False, limit=100)
+    assert cut.completion_tokens == 180  # what the upstream counted is never lowered
+
+
 # Every upstream kind ------------------------------------------------------------------------
 
 TEXT = (
