@@ -78,10 +78,16 @@ class Usage(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class ChatCompletion(msgspec.Struct, kw_only=True):
-    """`body` is an OpenAI `chat.completion` object with every field the upstream gave."""
+    """`body` is an OpenAI `chat.completion` object with every field the upstream gave (or,
+    from a `MessagesProvider`, the answer in its own dialect).
+
+    `output_chars`: the characters of output in a body that is not a `chat.completion` (text,
+    thinking, tool input), for the gateway to count what it delivered when the upstream's
+    counts are not usable; it counts a `chat.completion`'s itself."""
 
     body: dict[str, Any]
     usage: Usage
+    output_chars: int = 0
 
 
 class ChatStream(Protocol):

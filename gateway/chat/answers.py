@@ -59,7 +59,9 @@ def native_answer(
     completion: ChatCompletion,
     native: NativeRequest,
 ) -> tuple[bytes, Charge]:
-    charge = charge_for(price, completion.usage, body_size=body_size)
+    delivered = Delivered()
+    delivered.chars = completion.output_chars
+    charge = charge_for(price, completion.usage, body_size=body_size, delivered=delivered)
     body = completion.body
     body["id"] = call.call_id
     body["model"] = route.model.id

@@ -83,7 +83,22 @@ def native_message(raw: bytes) -> ChatCompletion:
         raise ProviderError(f"upstream answer is a {kind!r}, not a message")
     counts: dict[str, int] = {}
     _take_counts(counts, body.get("usage"))
-    return ChatCompletion(body=body, usage=usage_of(counts))
+    return ChatCompletion(body=body, usage=usage_of(counts), output_chars=_output_chars(body))
+
+
+def _output_chars(message: dict[str, Any]) -> int:
+    """Characters of output in a message's content: text, thinking, tool input (as JSON)."""
+    chars = 0
+    for block in message.get("content") or ():
+        if not isinstance(block, dict):
+            continue
+        for key in ("text", "thinking"):
+            value = block.get(key)
+            if isinstance(value, str):
+                chars += len(value)
+        if "input" in block:
+            chars += len(msgspec.json.encode(block["input"]))
+    return chars
 
 
 def _error_object(value: object) -> ErrorObject:

@@ -135,3 +135,29 @@ def test_the_translation_answers_when_the_native_route_fails(tmp_path: Path) -> 
         assert answer["usage"]["credits"] and answer["usage"]["output_tokens"] > 0
 
     _run(tmp_path, ["claude", "sim"], scenario)
+
+
+def test_a_native_answer_without_usable_counts_is_charged_what_it_delivered(
+    tmp_path: Path,
+) -> None:
+    """The one usage rule (docs/api.md, "Money") on the Messages API passed through: an answer
+    reporting zero tokens is charged its output at 4 characters a token, its prompt from the
+    request's size."""
+    said = "A forecast of long words: thunderstorms, overcast, northwesterly."
+
+    async def scenario(parts: ChatParts, fake: FakeAnthropic) -> None:
+        fake.enqueue(Reply(message=message(text(said), input_tokens=0, output_tokens=0)))
+        body = {
+            "model": "claude",
+            "max_tokens": 50,
+            "messages": [{"role": "user", "content": "Hi"}],
+        }
+        await _call(parts, body)
+        page = await parts.store.ledger("default", limit=5)
+        [charge] = [entry for entry in page.entries if entry.kind == "charge"]
+        prompt = len(msgspec.json.encode(body)) // 4 + 1
+        output = -(-len(said) // 4)
+        # ($3 x prompt + $15 x output) per million tokens, 1000 credits per USD, in units
+        assert -charge.amount_units == round((3 * prompt + 15 * output) * 1000 / 1e6 * 10_000)
+
+    _run(tmp_path, ["claude"], scenario)
