@@ -31,7 +31,6 @@ __all__ = ["Charge", "Delivered", "charge_for", "credit_fields", "output_limit",
 
 _ONE = Decimal(1)
 _CHARS_PER_TOKEN = 4
-_TEXT_FIELDS = ("content", "reasoning_content", "reasoning", "refusal")
 
 
 class Delivered:
@@ -64,22 +63,22 @@ class Delivered:
 
 
 def _output_chars(part: dict[str, Any]) -> int:
-    """Characters of output in a delta or a message: text, reasoning, refusal, tool calls."""
-    chars = 0
-    for name in _TEXT_FIELDS:
-        value = part.get(name)
-        if type(value) is str:
-            chars += len(value)
+    """Characters of output in a delta or a message: text, reasoning (`reasoning_content`, or
+    `reasoning` as some servers name it, once if both), refusal, tool-call names and
+    arguments."""
+    chars = _length(part.get("content")) + _length(part.get("refusal"))
+    chars += max(_length(part.get("reasoning_content")), _length(part.get("reasoning")))
     calls = part.get("tool_calls")
-    if calls:
+    if type(calls) is list:
         for call in calls:
             function = call.get("function") if type(call) is dict else None
             if type(function) is dict:
-                for name in ("name", "arguments"):
-                    value = function.get(name)
-                    if type(value) is str:
-                        chars += len(value)
+                chars += _length(function.get("name")) + _length(function.get("arguments"))
     return chars
+
+
+def _length(value: object) -> int:
+    return len(value) if type(value) is str else 0
 
 
 _NOTHING = Delivered()
