@@ -150,7 +150,11 @@ class TaskService:
             raise
         outcome = result.outcome
         if outcome is TaskCreateOutcome.CREATED and result.task is not None:
-            task = await self._confirm(result.task, references, abandon)
+            try:
+                task = await self._confirm(result.task, references, abandon)
+            except GatewayError as exc:  # the create took its request: the edge reports it
+                exc.rate = msgspec.structs.replace(result.rate, limit_tokens=0)
+                raise
             self._metrics.task_created(capability, route.model.id, price)
             return TaskAccepted(task=task, replayed=False, rate=result.rate)
         if outcome is TaskCreateOutcome.REPLAY and result.task is not None:
