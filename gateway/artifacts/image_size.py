@@ -17,6 +17,8 @@ its frame header are longer than that is refused as unreadable.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 __all__ = ["DEFAULT_MAX_IMAGE_PIXELS", "IMAGE_HEADER_BYTES", "image_size"]
 
 IMAGE_HEADER_BYTES = 1024 * 1024
@@ -29,19 +31,15 @@ _STANDALONE_MARKERS = frozenset({0x01, *range(0xD0, 0xD8)})
 
 def image_size(head: bytes, mime_type: str) -> tuple[int, int] | None:
     """(width, height) from the first bytes of an image of `mime_type` (as sniffed); None
-    when they do not hold a readable header."""
+    when they do not hold a readable header (or announce an empty image)."""
+    parse = _PARSERS.get(mime_type)
+    if parse is None:
+        return None
     try:
-        if mime_type == "image/png":
-            return _png(head)
-        if mime_type == "image/jpeg":
-            return _jpeg(head)
-        if mime_type == "image/gif":
-            return _gif(head)
-        if mime_type == "image/webp":
-            return _webp(head)
+        size = parse(head)
     except IndexError:  # the header ends early
         return None
-    return None
+    return size if size is not None and min(size) > 0 else None
 
 
 def _u16be(data: bytes, at: int) -> int:
@@ -119,3 +117,11 @@ def _webp(head: bytes) -> tuple[int, int] | None:
             return None
         return _u16le(head, 26) & 0x3FFF, _u16le(head, 28) & 0x3FFF
     return None
+
+
+_PARSERS: dict[str, Callable[[bytes], tuple[int, int] | None]] = {
+    "image/png": _png,
+    "image/jpeg": _jpeg,
+    "image/gif": _gif,
+    "image/webp": _webp,
+}

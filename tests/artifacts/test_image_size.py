@@ -83,3 +83,18 @@ def test_a_header_cut_short_gives_none(fmt: str) -> None:
 )
 def test_a_broken_header_gives_none(mime: str, data: bytes) -> None:
     assert image_size(data, mime) is None
+
+
+_HEADS = {
+    "image/png": b"\x89PNG\r\n\x1a\n",
+    "image/jpeg": b"\xff\xd8",
+    "image/gif": b"GIF89a",
+    "image/webp": b"RIFF\x00\x00\x00\x00WEBP",
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(mime=st.sampled_from(sorted(_HEADS)), tail=st.binary(max_size=200))
+def test_any_bytes_give_a_size_or_none_and_never_raise(mime: str, tail: bytes) -> None:
+    size = image_size(_HEADS[mime] + tail, mime)
+    assert size is None or all(isinstance(side, int) and side >= 1 for side in size)
