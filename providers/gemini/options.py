@@ -37,5 +37,8 @@ class Options(HttpOptions, kw_only=True, forbid_unknown_fields=True, frozen=True
     allowed_storage_prefixes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        prefixes = tuple(storage_prefix(p, "gs") for p in self.allowed_storage_prefixes)
+        try:
+            prefixes = tuple(storage_prefix(p, "gs") for p in self.allowed_storage_prefixes)
+        except ValueError as exc:
+            raise ValueError(f"allowed_storage_prefixes: {exc}") from exc
         msgspec.structs.force_setattr(self, "allowed_storage_prefixes", prefixes)
