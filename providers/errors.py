@@ -58,6 +58,23 @@ class ProviderError(Exception):
 
 class UpstreamRejectedRequest(ProviderError):
     retryable = False
+    field: str | None = None
+    """The request field at fault, when the adapter refused it before sending (a storage
+    URL it may not pass on): the gateway names it in its 400."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str | None = None,
+        upstream_status: int | None = None,
+        retry_after: float | None = None,
+        retryable: bool | None = None,
+    ) -> None:
+        super().__init__(
+            message, upstream_status=upstream_status, retry_after=retry_after, retryable=retryable
+        )
+        self.field = field
 
 
 class UpstreamModelFailed(ProviderError):

@@ -218,6 +218,7 @@ def open_artifacts(
         retention_seconds=float(section.artifact_retention_days) * 86_400,
         public_url=settings.public_url,
         metrics=metrics,
+        max_image_pixels=section.max_image_pixels,
     )
 
 

@@ -10,6 +10,11 @@ fetch and a data URI's decoding stop at the cap, and an artifact named as a refe
 upload may be up to `UPLOAD_MAX_BYTES`) is refused by its recorded size, before a task is
 created and again when the worker takes it. The worker then streams references with
 `content`; nothing here reads a stored file whole into memory.
+
+An image is also capped by its pixels (`max_image_pixels`, read from its header by
+`image_size`, nothing decoded), whichever way it comes: an upload, a data URI, a URL's fetch
+and an artifact named as a reference are refused beyond it (a 422 naming the field), so no
+decoder downstream is handed an image larger than that.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from gateway.artifacts.blobs import BlobInfo, BlobStore, LocalBlobStore
 from gateway.artifacts.data_uri import DecodedData, decode_data_uri
 from gateway.artifacts.errors import invalid_input
 from gateway.artifacts.fetch import ReferenceFetcher
+from gateway.artifacts.image_size import DEFAULT_MAX_IMAGE_PIXELS, IMAGE_HEADER_BYTES, image_size
 from gateway.artifacts.multipart import open_upload, sanitize_filename
 from gateway.artifacts.signing import UrlSigner
 from gateway.artifacts.sniff import AUDIO_TYPES, IMAGE_TYPES, extension_for, sniff
@@ -64,6 +70,7 @@ class ArtifactService:
         public_url: str = "",
         clock: Clock = wall,
         metrics: Metrics | None = None,
+        max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
     ) -> None:
         self._store = store
         self._blobs = blobs
@@ -74,13 +81,15 @@ class ArtifactService:
         self._public_url = public_url.rstrip("/")
         self._clock = clock
         self._metrics = metrics or DisabledMetrics()
+        self.max_image_pixels = max_image_pixels
 
     # Coming in --------------------------------------------------------------------------
 
     async def upload(
         self, tenant: str, content_type: str | None, body: AsyncIterator[bytes]
     ) -> ArtifactRecord:
-        """A multipart upload's `file` part, streamed to storage; images and audio only."""
+        """A multipart upload's `file` part, streamed to storage; images (within the pixel
+        cap) and audio only."""
         upload = await open_upload(content_type, body)
         artifact_id = new_artifact_id()
         key = self._key(tenant, artifact_id)
@@ -91,6 +100,12 @@ class ArtifactService:
             raise UnsupportedMediaType(
                 "Upload an image (PNG, JPEG, WebP, GIF) or audio file (WAV, MP3, FLAC, OGG, M4A)."
             )
+        if mime in IMAGE_TYPES:
+            try:
+                await self._check_stored_image(key, mime, info.size_bytes, field="file")
+            except BaseException:
+                await self._blobs.delete(key)
+                raise
         return await self._record(tenant, artifact_id, "upload", upload.filename, mime, info, key)
 
     async def ingest(
@@ -113,6 +128,13 @@ class ArtifactService:
                     f"is larger than the limit of {max_bytes} bytes for an {kind} reference"
                     f" ({record.size_bytes} bytes).",
                 )
+            if record.mime_type in IMAGE_TYPES:
+                await self._check_stored_image(
+                    record.blob_key,
+                    record.mime_type,
+                    record.size_bytes,
+                    field=f"{field}.artifact_id",
+                )
             return record
         artifact_id = new_artifact_id()
         key = self._key(tenant, artifact_id)
@@ -123,6 +145,7 @@ class ArtifactService:
                 allowed_types=allowed,
                 max_bytes=max_bytes,
             )
+            self.check_image(decoded, field=f"{field}.data_uri")
             info = await self._blobs.write_bytes(key, decoded.data)
             mime, name = decoded.mime_type, "reference"
         else:
@@ -136,11 +159,43 @@ class ArtifactService:
                 max_bytes=max_bytes,
             )
             info, mime = fetched.info, fetched.mime_type
+            if mime in IMAGE_TYPES:
+                try:
+                    await self._check_stored_image(key, mime, info.size_bytes, field=f"{field}.url")
+                except BaseException:
+                    await self._blobs.delete(key)
+                    raise
             # The client's own text: made a bare, printable name like an upload's.
             tail = url.rsplit("/", 1)[-1].split("?", 1)[0].split("#", 1)[0][:100]
             name = sanitize_filename(tail) if tail.strip() else "reference"
         filename = f"{name}.{extension_for(mime)}" if "." not in name else name
         return await self._record(tenant, artifact_id, "reference", filename, mime, info, key)
+
+    def check_image(self, data: DecodedData, *, field: str) -> None:
+        """422 naming `field` for an image whose header is unreadable or whose pixels are
+        over `max_image_pixels`; anything that is not an image passes."""
+        if data.mime_type in IMAGE_TYPES:
+            self._check_pixels(data.data[:IMAGE_HEADER_BYTES], data.mime_type, field)
+
+    async def _check_stored_image(self, key: str, mime: str, size: int, *, field: str) -> None:
+        """`check_image` for a stored blob: only its first bytes are read."""
+        chunks = await self._blobs.read_range(key, 0, min(size, IMAGE_HEADER_BYTES))
+        head = b"".join([chunk async for chunk in chunks])
+        self._check_pixels(head, mime, field)
+
+    def _check_pixels(self, head: bytes, mime: str, field: str) -> None:
+        size = image_size(head, mime)
+        if size is None:
+            raise invalid_input(
+                field, f"is not a readable {extension_for(mime).upper()} image (no size found)."
+            )
+        width, height = size
+        if width * height > self.max_image_pixels:
+            raise invalid_input(
+                field,
+                f"is {width} x {height} pixels, over the limit of {self.max_image_pixels}"
+                " pixels for an image.",
+            )
 
     def check_url(self, url: str, *, field: str) -> None:
         """422 now for a reference URL that could never be fetched (scheme, credentials)."""

@@ -201,6 +201,9 @@ class GatewaySection(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     task_retention_days: Annotated[float, msgspec.Meta(ge=1)] = 30.0
     """A task that ended is removed this long after (queued and running ones never are). At
     least a day: longer than a create's idempotency record, so a replay never finds it gone."""
+    max_image_pixels: Annotated[int, msgspec.Meta(ge=1)] = 40_000_000
+    """Width x height of an image an upload or a task reference may have (read from its
+    header, before anything decodes it): larger ones are refused with a 422."""
     fetch_allow_http: bool = False
     """Reference URLs must be https unless this is set (tests, internal networks)."""
     fetch_allowed_networks: list[str] = []

@@ -1,7 +1,8 @@
 """Upstream failures in the gateway's own error tree: the one place where a provider's error
 gets its status and code (the HTTP edge adds the framework's, `gateway.http.framework_errors`).
 
-    UpstreamRejectedRequest   400 invalid_request, with the upstream's message
+    UpstreamRejectedRequest   400 invalid_request, with the upstream's message (or, when
+                              the adapter refused a field before sending, naming the field)
     UpstreamModelFailed       502 upstream_error, with the upstream's message; retryable as
                               the adapter says (an interrupted job is, a failed one is not)
     UpstreamUnavailable       503 model_unavailable
@@ -17,6 +18,7 @@ from __future__ import annotations
 import math
 
 from gateway.errors import (
+    ErrorDetail,
     GatewayError,
     InvalidRequest,
     ModelFailed,
@@ -46,6 +48,9 @@ def as_gateway_error(exc: BaseException) -> GatewayError:
 
 def _from_provider(exc: ProviderError) -> GatewayError:
     if isinstance(exc, UpstreamRejectedRequest):
+        if exc.field is not None:  # the adapter refused it before sending: the gateway's word
+            detail = ErrorDetail(field=exc.field, message=exc.message)
+            return InvalidRequest(f"{exc.field}: {exc.message}", details=[detail])
         return InvalidRequest(f"The model rejected the request: {exc.message}")
     error: GatewayError
     if isinstance(exc, UpstreamModelFailed):

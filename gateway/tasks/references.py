@@ -3,7 +3,8 @@
 Every reference is checked when the create arrives, so a bad one is a 422 that writes and
 charges nothing: an artifact must exist, be the tenant's, of the right type and within the
 reference cap; a data URI is decoded (strictly, within the cap: the request body bounds it)
-and sniffed; a URL must be one that could be fetched (the worker fetches it later, it can take
+and sniffed, and an image's pixels read from its header are within the cap (nothing is
+decoded); a URL must be one that could be fetched (the worker fetches it later, it can take
 its time). Only once the store took the create are the data URIs written, as artifacts whose ids
 the task's input already names, so a request refused by a rate limit, the wallet or an
 idempotent replay leaves no blob behind; and a create that fails after that removes what it
@@ -53,6 +54,7 @@ async def check_reference(
         allowed_types=MEDIA_TYPES[kind],
         max_bytes=REFERENCE_MAX_BYTES[kind],
     )
+    artifacts.check_image(decoded, field=f"{field}.data_uri")
     return CheckedReference(
         echo={"type": "artifact", "artifact_id": new_artifact_id()}, data=decoded
     )

@@ -50,19 +50,24 @@ class BedrockProvider:
         self._upstream = upstream
         self._endpoint = options.endpoint()
         self._cache_points = frozenset(options.cache_points)
+        self._storage_prefixes = options.allowed_storage_prefixes
         self._urls: dict[str, tuple[URL, URL, bool]] = {}
 
     async def complete(self, body: dict[str, Any]) -> ChatCompletion:
         model = str(body.get("model", ""))
         converse, _, cache = self._url(model)
-        payload = _encode(converse_request(body, cache_points=cache))
+        payload = _encode(
+            converse_request(body, cache_points=cache, storage_prefixes=self._storage_prefixes)
+        )
         raw = await self._upstream.request("POST", converse, payload, headers=_JSON)
         return completion_from_bytes(raw, model)
 
     async def stream(self, body: dict[str, Any]) -> BedrockChatStream:
         model = str(body.get("model", ""))
         _, converse_stream, cache = self._url(model)
-        payload = _encode(converse_request(body, cache_points=cache))
+        payload = _encode(
+            converse_request(body, cache_points=cache, storage_prefixes=self._storage_prefixes)
+        )
         response = await self._upstream.stream(converse_stream, payload, headers=_STREAM)
         return await BedrockChatStream(response, model).start()
 

@@ -17,6 +17,7 @@ from typing import Annotated
 import msgspec
 
 from providers.options import HttpOptions
+from providers.storage_urls import storage_prefix
 
 __all__ = ["Options", "credential_problems"]
 
@@ -31,13 +32,23 @@ class Options(HttpOptions, kw_only=True, forbid_unknown_fields=True, frozen=True
     instance metadata endpoints (`providers.bedrock.credentials`). `cache_points` names the
     upstream models (or `"*"`) whose requests mark the system prompt and the tools with a
     `cachePoint`, so that Bedrock caches them (their reads and writes are billed at the
-    model's cached and cache-write prices).
+    model's cached and cache-write prices). `allowed_storage_prefixes` lists the `s3://`
+    buckets or folders whose objects a request may name as images (Bedrock reads them with
+    the gateway's AWS identity); none by default (`providers.storage_urls`).
     """
 
     base_url: Annotated[str, msgspec.Meta(pattern=r"^(https?://.+)?$")] = ""
     region: Region
     profile: str | None = None
     cache_points: list[str] = []
+    allowed_storage_prefixes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        try:
+            prefixes = tuple(storage_prefix(p, "s3") for p in self.allowed_storage_prefixes)
+        except ValueError as exc:
+            raise ValueError(f"allowed_storage_prefixes: {exc}") from exc
+        msgspec.structs.force_setattr(self, "allowed_storage_prefixes", prefixes)
 
     def endpoint(self) -> str:
         return (self.base_url or f"https://bedrock-runtime.{self.region}.amazonaws.com").rstrip("/")

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
 from providers.errors import UpstreamRejectedRequest
+from providers.storage_urls import StorageUrlRefused, allowed_storage_url
 
 __all__ = ["converse_request", "thinks"]
 
@@ -47,11 +49,14 @@ def thinks(model: str) -> str | None:
     return None
 
 
-def converse_request(body: dict[str, Any], *, cache_points: bool = False) -> dict[str, Any]:
-    """The request for `body`; UpstreamRejectedRequest for what Converse cannot express."""
+def converse_request(
+    body: dict[str, Any], *, cache_points: bool = False, storage_prefixes: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The request for `body`; UpstreamRejectedRequest for what Converse cannot express, and
+    for an s3:// image outside `storage_prefixes` (canonical, `providers.storage_urls`)."""
     _refuse_unsupported(body)
     model = str(body.get("model", ""))
-    system, messages, has_tool_blocks = _messages(body.get("messages") or [])
+    system, messages, has_tool_blocks = _messages(body.get("messages") or [], storage_prefixes)
     request: dict[str, Any] = {"messages": messages}
     if system:
         request["system"] = [*system, _CACHE_POINT] if cache_points else system
@@ -97,7 +102,7 @@ def _inference_config(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _messages(
-    messages: list[dict[str, Any]],
+    messages: list[dict[str, Any]], storage_prefixes: Sequence[str]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bool]:
     """(system blocks, turns, whether any turn holds tool use or results)."""
     system: list[dict[str, Any]] = []
@@ -112,7 +117,7 @@ def _messages(
                 system.append({"text": text})
             continue
         if role == "user":
-            turn, blocks = "user", _user_blocks(content, index)
+            turn, blocks = "user", _user_blocks(content, index, storage_prefixes)
         elif role == "assistant":
             turn, blocks = "assistant", _assistant_blocks(message, index)
         elif role == "tool":
@@ -133,7 +138,9 @@ def _messages(
     return system, turns, tool_blocks
 
 
-def _user_blocks(content: object, index: int) -> list[dict[str, Any]]:
+def _user_blocks(
+    content: object, index: int, storage_prefixes: Sequence[str]
+) -> list[dict[str, Any]]:
     if content is None:
         return []
     if isinstance(content, str):
@@ -148,14 +155,16 @@ def _user_blocks(content: object, index: int) -> list[dict[str, Any]]:
         elif kind == "image_url":
             image = part.get("image_url")
             url = image.get("url") if isinstance(image, dict) else image
-            blocks.append(_image(url, where))
+            blocks.append(_image(url, where, storage_prefixes))
         else:
             raise _reject(f"{where}: part type {kind!r} is not supported by this upstream")
     return blocks
 
 
-def _image(url: object, where: str) -> dict[str, Any]:
-    """A data: URL as bytes; an s3:// URL by location. Converse cannot fetch http(s)."""
+def _image(url: object, where: str, storage_prefixes: Sequence[str]) -> dict[str, Any]:
+    """A data: URL as bytes; an s3:// URL by location, in its canonical form, when it lies
+    under an allowed prefix (Bedrock reads it with the gateway's AWS identity). Converse
+    cannot fetch http(s)."""
     if not isinstance(url, str) or not url:
         raise _reject(f"{where}: an image URL is required")
     if url.startswith("data:"):
@@ -171,12 +180,18 @@ def _image(url: object, where: str) -> dict[str, Any]:
         except (binascii.Error, ValueError) as exc:
             raise _reject(f"{where}: the image is not valid base64") from exc
         return {"image": {"format": image_format, "source": {"bytes": payload}}}
-    if url.startswith("s3://"):
-        extension = url.rsplit(".", 1)[-1].lower()
+    if url[:5].lower() == "s3://":
+        field = f"{where}.image_url.url"
+        try:
+            location = allowed_storage_url(url, "s3", storage_prefixes)
+        except StorageUrlRefused as exc:
+            raise UpstreamRejectedRequest(f"the URL {exc}", field=field) from exc
+        extension = location.key.rsplit(".", 1)[-1].lower()
         image_format = _EXTENSIONS.get(extension)
         if image_format is None:
             raise _reject(f"{where}: cannot tell the image's format from {url!r}")
-        return {"image": {"format": image_format, "source": {"s3Location": {"uri": url}}}}
+        source = {"s3Location": {"uri": str(location)}}
+        return {"image": {"format": image_format, "source": source}}
     raise _reject(f"{where}: only data: and s3:// image URLs are supported by this upstream")
 
 

@@ -47,6 +47,7 @@ class GenerateContentProvider:
         *,
         include_thoughts: bool,
         safety_settings: Mapping[str, str],
+        storage_prefixes: tuple[str, ...] = (),
     ) -> None:
         self.name = name
         self._upstream = upstream
@@ -57,6 +58,7 @@ class GenerateContentProvider:
                 {"category": category, "threshold": threshold}
                 for category, threshold in safety_settings.items()
             ],
+            "storage_prefixes": storage_prefixes,
         }
 
     async def complete(self, body: dict[str, Any]) -> ChatCompletion:
@@ -94,6 +96,7 @@ class GeminiProvider(GenerateContentProvider):
             upstream,
             include_thoughts=options.include_thoughts,
             safety_settings=options.safety_settings,
+            storage_prefixes=options.allowed_storage_prefixes,
         )
         self._options = options
 

@@ -11,6 +11,7 @@ from typing import Annotated
 import msgspec
 
 from providers.options import HttpOptions
+from providers.storage_urls import storage_prefix
 
 __all__ = ["Options"]
 
@@ -23,6 +24,9 @@ class Options(HttpOptions, kw_only=True, forbid_unknown_fields=True, frozen=True
     come back as `reasoning_content` (off by default: older models reject `thinkingConfig`).
     `safety_settings` maps a harm category to a threshold, sent as Gemini's `safetySettings`
     on every call (`{"HARM_CATEGORY_HARASSMENT" = "BLOCK_ONLY_HIGH"}`).
+    `allowed_storage_prefixes` lists the `gs://` buckets or folders whose objects a request
+    may name (the upstream reads them with the gateway's identity); none by default
+    (`providers.storage_urls`).
     """
 
     base_url: Annotated[str, msgspec.Meta(pattern=r"^https?://")] = (
@@ -30,3 +34,11 @@ class Options(HttpOptions, kw_only=True, forbid_unknown_fields=True, frozen=True
     )
     include_thoughts: bool = False
     safety_settings: dict[str, str] = {}
+    allowed_storage_prefixes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        try:
+            prefixes = tuple(storage_prefix(p, "gs") for p in self.allowed_storage_prefixes)
+        except ValueError as exc:
+            raise ValueError(f"allowed_storage_prefixes: {exc}") from exc
+        msgspec.structs.force_setattr(self, "allowed_storage_prefixes", prefixes)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import mimetypes
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
@@ -19,6 +20,7 @@ import msgspec
 
 from providers.errors import UpstreamRejectedRequest
 from providers.gemini.schema import gemini_schema
+from providers.storage_urls import StorageUrlRefused, allowed_storage_url, google_storage_url
 
 __all__ = ["SKIP_SIGNATURE", "gemini_request"]
 
@@ -54,8 +56,10 @@ def gemini_request(
     *,
     include_thoughts: bool = False,
     safety_settings: list[dict[str, str]] | None = None,
+    storage_prefixes: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The request for `body`; UpstreamRejectedRequest for what Gemini cannot express."""
+    """The request for `body`; UpstreamRejectedRequest for what Gemini cannot express, and
+    for a Cloud Storage object outside `storage_prefixes` (canonical, `providers.storage_urls`)."""
     if body.get("web_search_options") is not None:
         raise _reject("web_search_options is not supported by this upstream")
     if "audio" in (body.get("modalities") or ()) or body.get("audio") is not None:
@@ -67,7 +71,7 @@ def gemini_request(
         raise _reject(
             f"reasoning_effort: {name} cannot turn thinking off; use 'minimal' for the least"
         )
-    system, contents = _contents(body.get("messages") or [], current)
+    system, contents = _contents(body.get("messages") or [], current, storage_prefixes)
     request: dict[str, Any] = {"contents": contents}
     if system:
         request["systemInstruction"] = {"parts": system}
@@ -117,7 +121,7 @@ def _generation_config(body: dict[str, Any], include_thoughts: bool = False) -> 
 
 
 def _contents(
-    messages: list[dict[str, Any]], current: bool
+    messages: list[dict[str, Any]], current: bool, storage_prefixes: Sequence[str]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(systemInstruction parts, contents). `current`: a model that takes thought signatures
     and call ids (not gemini-1*, gemini-2*, gemma*)."""
@@ -133,9 +137,12 @@ def _contents(
                 system.append({"text": text})
             continue
         if role == "user":
-            turn, parts = "user", _parts(content, index)
+            turn, parts = "user", _parts(content, index, storage_prefixes)
         elif role == "assistant":
-            turn, parts = "model", _assistant_parts(message, index, names, current)
+            turn, parts = (
+                "model",
+                _assistant_parts(message, index, names, current, storage_prefixes),
+            )
         elif role == "tool":
             call_id = message.get("tool_call_id")
             name = names.get(call_id) if isinstance(call_id, str) else None
@@ -162,7 +169,7 @@ def _contents(
     return system, contents
 
 
-def _parts(content: object, index: int) -> list[dict[str, Any]]:
+def _parts(content: object, index: int, storage_prefixes: Sequence[str]) -> list[dict[str, Any]]:
     if content is None:
         return []
     if isinstance(content, str):
@@ -178,7 +185,8 @@ def _parts(content: object, index: int) -> list[dict[str, Any]]:
         elif kind == "image_url":
             image = part.get("image_url")
             url = image.get("url") if isinstance(image, dict) else image
-            parts.append(_media(url, where, None))
+            field = f"{where}.image_url.url"
+            parts.append(_media(url, where, None, field, storage_prefixes))
         elif kind == "input_audio":
             audio = part.get("input_audio") or {}
             fmt = audio.get("format") or "wav"
@@ -187,14 +195,20 @@ def _parts(content: object, index: int) -> list[dict[str, Any]]:
             file = part.get("file") or {}
             if not file.get("file_data"):
                 raise _reject(f"{where}: only inline file_data is supported, not file_id")
-            parts.append(_media(file["file_data"], where, file.get("filename")))
+            field = f"{where}.file.file_data"
+            name = file.get("filename")
+            parts.append(_media(file["file_data"], where, name, field, storage_prefixes))
         else:
             raise _reject(f"{where}: part type {kind!r} is not supported by this upstream")
     return parts
 
 
-def _media(url: object, where: str, filename: str | None) -> dict[str, Any]:
-    """A data: URL inline (`inlineData`); an http(s) or gs:// URL by reference (`fileData`)."""
+def _media(
+    url: object, where: str, filename: str | None, field: str, storage_prefixes: Sequence[str]
+) -> dict[str, Any]:
+    """A data: URL inline (`inlineData`); an https URL by reference (`fileData`), and a Cloud
+    Storage object (gs://, or its https form) the same way, in its canonical gs:// form, when
+    it lies under an allowed prefix: Vertex reads it with the gateway's Google identity."""
     if not isinstance(url, str) or not url:
         raise _reject(f"{where}: a URL is required")
     if url.startswith("data:"):
@@ -205,13 +219,25 @@ def _media(url: object, where: str, filename: str | None) -> dict[str, Any]:
             payload = base64.b64encode(unquote_to_bytes(payload)).decode()
         mime = header.split(";", 1)[0] or _guess(filename) or "application/octet-stream"
         return {"inlineData": {"mimeType": mime, "data": payload}}
-    if url.startswith(("https://", "http://", "gs://")):
+    scheme = url.split(":", 1)[0].lower()
+    if scheme in ("https", "gs"):
+        try:
+            if scheme == "gs":
+                url = str(allowed_storage_url(url, "gs", storage_prefixes))
+            else:
+                stored = google_storage_url(url)
+                if stored is not None:
+                    url = str(allowed_storage_url(str(stored), "gs", storage_prefixes))
+        except StorageUrlRefused as exc:
+            raise UpstreamRejectedRequest(f"the URL {exc}", field=field) from exc
         file_data = {"fileUri": url}
         guessed = _guess(filename or url.split("?", 1)[0])
         if guessed:
             file_data["mimeType"] = guessed
         return {"fileData": file_data}
-    raise _reject(f"{where}: only data:, http(s):// and gs:// URLs are supported")
+    raise UpstreamRejectedRequest(
+        "only data: and https URLs are accepted (gs:// under an allowed prefix)", field=field
+    )
 
 
 def _guess(name: str | None) -> str | None:
@@ -219,13 +245,17 @@ def _guess(name: str | None) -> str | None:
 
 
 def _assistant_parts(
-    message: dict[str, Any], index: int, names: dict[str, str], current: bool
+    message: dict[str, Any],
+    index: int,
+    names: dict[str, str],
+    current: bool,
+    storage_prefixes: Sequence[str],
 ) -> list[dict[str, Any]]:
     """Text parts, then one `functionCall` per tool call with its id and thought signature
     (Google's stand-in for the first call when the client dropped it); a text answer's
     signature (`extra_content.google.thought_signature` of the message) goes back on its
     last text part."""
-    parts = _parts(message.get("content"), index)
+    parts = _parts(message.get("content"), index, storage_prefixes)
     calls = list(message.get("tool_calls") or ())
     if not calls and parts and current:
         signature = _signature_of(message)

@@ -138,7 +138,7 @@ def image_dimensions(data: bytes) -> tuple[str, int, int]:
     try:
         with Image.open(io.BytesIO(data), formats=[kind.upper()]) as picture:  # header only
             width, height = picture.size
-    except (OSError, ValueError, SyntaxError) as exc:
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
         raise ProviderError(f"the upstream sent an unreadable {kind} image: {exc}") from exc
     return kind, width, height
 

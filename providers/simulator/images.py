@@ -7,12 +7,14 @@ the aspect ratio, rounded (standard 1:1 = 512x512, 16:9 = 512x288, 2:1 = 512x256
 Pixels: a two-colour gradient under a few translucent shapes, all picked by BLAKE2b over the
 image's index and the prompt (directives removed, whitespace collapsed), so the same prompt
 always gives the same images. For image_to_image, image i is reference i mod count (cropped to
-fill the size) blended at 60 % over its pattern. A reference Pillow cannot open raises
-UpstreamRejectedRequest before the task starts. `request.options` is accepted and ignored.
+fill the size) blended at 60 % over its pattern. A reference Pillow cannot open, or over
+`max_reference_pixels` by its header, raises UpstreamRejectedRequest before the task starts.
+`request.options` is accepted and ignored.
 
 References are read and decoded one at a time and dropped once shrunk, keeping only the (at
 most `n`) ones the images use: a task holds one reference file (at most the gateway's cap),
-its decoded pixels and at most 4 small copies, however many references it has.
+its decoded pixels (at most 8 bytes a pixel, `_decode`) and at most 4 small copies, however
+many references it has.
 
 Steps (`providers.simulator.progress`): "starting", one "generating" per requested image,
 "encoding"; the task takes `task_seconds` in all. Pillow work runs in a worker thread (Pillow
@@ -60,6 +62,19 @@ _MAX_N = 4
 _MAX_REFERENCES = 16
 _REFERENCE_WEIGHT = 0.6  # how much of a reference shows through in image_to_image
 _TURNS = (None, Image.Transpose.ROTATE_90, Image.Transpose.ROTATE_180, Image.Transpose.ROTATE_270)
+_FORMATS = ("PNG", "JPEG", "WEBP", "GIF")  # what the gateway accepts as reference images
+_ORIENTATION_TAG = 0x0112  # EXIF: how the stored pixels turn to stand upright
+_ORIENTATIONS = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
+_SWAPS = frozenset({Image.Transpose.TRANSPOSE, Image.Transpose.TRANSVERSE})
+_SWAPS |= {Image.Transpose.ROTATE_90, Image.Transpose.ROTATE_270}
 
 _Reference = tuple[tuple[int, int], Image.Image]  # original (upright) size, downscaled copy
 
@@ -70,7 +85,9 @@ async def generate_images(
     """One image task; `unlucky` (drawn from `failure_rate`) fails it like fail=503."""
     directives, prompt = parse_media_directives(request.prompt, images=True)
     long_side = _validate(request)
-    references = await _open_references(request.references, request.n, long_side)
+    references = await _open_references(
+        request.references, request.n, long_side, options.max_reference_pixels
+    )
     size = _size(request.aspect_ratio, long_side, references[0][0] if references else None)
     count = request.n if directives.images is None else min(directives.images, request.n)
     seconds = options.task_seconds if directives.task_ms is None else directives.task_ms / 1000
@@ -129,7 +146,7 @@ def _size(aspect_ratio: str, long_side: int, reference: tuple[int, int] | None) 
 
 
 async def _open_references(
-    references: list[MediaInput], n: int, long_side: int
+    references: list[MediaInput], n: int, long_side: int, max_pixels: int
 ) -> list[_Reference]:
     """The references images 1..n blend in (the first `n`: image i takes reference i mod
     count), each decoded upright in RGB and shrunk to fit `long_side`. Every reference is
@@ -140,27 +157,56 @@ async def _open_references(
         # Only the BytesIO holds the bytes, and `_decode` closes it: the thread pool may keep
         # a finished call's arguments a moment longer, and they must not keep the file alive.
         file = io.BytesIO(await reference.read())
-        decoded = await asyncio.to_thread(_decode, number, reference, file, long_side)
+        decoded = await asyncio.to_thread(_decode, number, reference, file, long_side, max_pixels)
         if len(opened) < n:
             opened.append(decoded)
     return opened
 
 
-def _decode(number: int, reference: MediaInput, file: io.BytesIO, long_side: int) -> _Reference:
+def _decode(
+    number: int, reference: MediaInput, file: io.BytesIO, long_side: int, max_pixels: int
+) -> _Reference:
+    """One reference, upright in RGB and shrunk to fit `long_side`. Its size is read from the
+    header first and a reference over `max_pixels` (as decoded: a JPEG decodes at a reduced
+    scale) is refused before a pixel is decoded. Then it is decoded once and shrunk in place
+    before anything else (turning, RGB) is done: memory holds at most 8 bytes a pixel of it
+    (4 for the decoded pixels, 4 for the copy an alpha channel's shrinking makes)."""
+    refused = f"reference image {number} ({reference.mime_type}, {reference.size_bytes} bytes)"
     with file:
         try:
-            source = Image.open(file)
+            source = Image.open(file, formats=_FORMATS)
             source.draft("RGB", (long_side, long_side))  # JPEG: decode at a reduced scale
-            image = ImageOps.exif_transpose(source).convert("RGB")
-        except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+            width, height = source.size
+            if width * height > max_pixels:
+                raise UpstreamRejectedRequest(
+                    f"{refused} is {width} x {height} pixels, over the upstream's limit of"
+                    f" {max_pixels} pixels",
+                    upstream_status=400,
+                )
+            turn = _ORIENTATIONS.get(source.getexif().get(_ORIENTATION_TAG, 1))
+            source.load()
+            picture: Image.Image = source
+            try:
+                picture.thumbnail((long_side, long_side))
+            except ValueError:  # a mode Pillow cannot shrink (16-bit grey): RGB first
+                picture = source.convert("RGB")
+                picture.thumbnail((long_side, long_side))
+        except (
+            OSError,
+            ValueError,
+            SyntaxError,
+            Image.DecompressionBombError,
+            Image.DecompressionBombWarning,
+        ) as exc:
             raise UpstreamRejectedRequest(
-                f"reference image {number} ({reference.mime_type}, {reference.size_bytes} bytes)"
-                f" is not an image the upstream can read: {exc}",
-                upstream_status=400,
+                f"{refused} is not an image the upstream can read: {exc}", upstream_status=400
             ) from exc
-    upright = image.size
-    image.thumbnail((long_side, long_side))
-    return upright, image
+    image = picture.convert("RGB")
+    if turn is not None:
+        image = image.transpose(turn)
+        if turn in _SWAPS:
+            width, height = height, width
+    return (width, height), image
 
 
 def _render(

@@ -25,6 +25,8 @@ class Options(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=T
     progress checkpoints (`[[sim:task_ms=N]]` overrides it per task). `clip_seconds` is the
     length of each music clip without reference audio. `music_clips` maps an upstream model
     name to the clips one task gives (the real `alpha-5.5` gives two); other models give one.
+    `max_reference_pixels` is the largest reference image (width x height) an image task
+    decodes; a larger one is refused as a real upstream would, before it is decoded.
     """
 
     latency_ms: Annotated[float, msgspec.Meta(ge=0)] = 0.0
@@ -33,6 +35,7 @@ class Options(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=T
     max_output_tokens: Annotated[int, msgspec.Meta(ge=1)] = 4096
     task_seconds: Annotated[float, msgspec.Meta(ge=0, le=3600)] = 0.5
     clip_seconds: Annotated[float, msgspec.Meta(ge=0.5, le=60)] = 4.0
+    max_reference_pixels: Annotated[int, msgspec.Meta(ge=1)] = 40_000_000
     music_clips: dict[str, Annotated[int, msgspec.Meta(ge=1, le=8)]] = msgspec.field(
         default_factory=_default_music_clips
     )

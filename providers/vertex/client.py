@@ -51,6 +51,7 @@ class VertexProvider(GenerateContentProvider):
             upstream,
             include_thoughts=options.include_thoughts,
             safety_settings=options.safety_settings,
+            storage_prefixes=options.allowed_storage_prefixes,
         )
         self._signer = signer
         self._prefix = (

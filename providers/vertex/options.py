@@ -15,6 +15,7 @@ from typing import Annotated
 import msgspec
 
 from providers.options import HttpOptions
+from providers.storage_urls import storage_prefix
 from providers.vertex.credentials import credential_problems
 
 __all__ = ["Options"]
@@ -29,6 +30,9 @@ class Options(HttpOptions, kw_only=True, forbid_unknown_fields=True, frozen=True
     application-default credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud's file, the
     metadata server). `token_url` replaces the token endpoint of the file (`token_uri`),
     `metadata_url` the metadata server's token URL: for private endpoints, and tests.
+    `allowed_storage_prefixes` lists the `gs://` buckets or folders whose objects a request
+    may name as `fileData` (Vertex reads them with the gateway's service account); none by
+    default (`providers.storage_urls`).
     """
 
     base_url: Annotated[str, msgspec.Meta(pattern=r"^(https?://.+)?$")] = ""
@@ -39,6 +43,14 @@ class Options(HttpOptions, kw_only=True, forbid_unknown_fields=True, frozen=True
     metadata_url: Url | None = None
     include_thoughts: bool = False
     safety_settings: dict[str, str] = {}
+    allowed_storage_prefixes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        try:
+            prefixes = tuple(storage_prefix(p, "gs") for p in self.allowed_storage_prefixes)
+        except ValueError as exc:
+            raise ValueError(f"allowed_storage_prefixes: {exc}") from exc
+        msgspec.structs.force_setattr(self, "allowed_storage_prefixes", prefixes)
 
     def api_root(self) -> str:
         """The versioned API root every model URL starts with."""

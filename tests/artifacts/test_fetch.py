@@ -138,6 +138,8 @@ def test_literal_spellings_of_loopback_are_refused(run: Run, tmp_path: Path, hos
         ("http://example.com/a.png", "https"),
         ("ftp://example.com/a.png", "https"),
         ("file:///etc/passwd", "https"),
+        ("s3://gateway-artifacts/gw/secret.png", "https"),  # no cloud identity lends a hand
+        ("gs://gateway-artifacts/gw/secret.png", "https"),
         ("https://user:secret@example.com/a.png", "credentials"),
         ("https:///a.png", "host"),
         ("not a url", "https"),

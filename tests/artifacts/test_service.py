@@ -6,6 +6,7 @@ Time is the service's and the store's injected clock, moved by the test instead 
 from __future__ import annotations
 
 import os
+from base64 import b64encode
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from gateway.errors import NotFound, UnsupportedMediaType, ValidationFailed
 from gateway.store.base import ArtifactRecord
 from gateway.store.sqlite import SqliteStore
 from tests.artifacts.conftest import Run
-from tests.artifacts.media import PNG, WAV, sample
+from tests.artifacts.media import PNG, WAV, png_header, sample
 
 
 class Clock:
@@ -28,7 +29,9 @@ class Clock:
         return self.now
 
 
-def _service(tmp_path: Path, clock: Clock) -> tuple[ArtifactService, SqliteStore, Path]:
+def _service(
+    tmp_path: Path, clock: Clock, *, max_image_pixels: int = 40_000_000
+) -> tuple[ArtifactService, SqliteStore, Path]:
     store = SqliteStore(tmp_path / "gateway.db", clock=clock)
     blobs_root = tmp_path / "blobs"
     service = ArtifactService(
@@ -38,6 +41,7 @@ def _service(tmp_path: Path, clock: Clock) -> tuple[ArtifactService, SqliteStore
         ReferenceFetcher(),
         retention_seconds=3600,
         clock=clock,
+        max_image_pixels=max_image_pixels,
     )
     return service, store, blobs_root
 
@@ -149,7 +153,8 @@ def test_references_by_artifact_must_be_the_tenants_and_the_right_kind(
 
     async def scenario() -> None:
         await store.open()
-        image = await service.save_output("t1", "task_1", sample(PNG, 300), "image/png", "o.png")
+        png = sample(png_header(8, 8), 300)
+        image = await service.save_output("t1", "task_1", png, "image/png", "o.png")
         ref = {"type": "artifact", "artifact_id": image.artifact_id}
         assert (await service.ingest("t1", ref, field="image", kind="image")) == image
         with pytest.raises(ValidationFailed) as other_tenant:
@@ -191,6 +196,9 @@ def test_an_artifact_reference_over_its_kinds_cap_is_refused_naming_the_field(
         at_cap, over = record("art_atcap", cap), record("art_over", cap + 1)
         for each in (at_cap, over):
             await store.create_artifact(each)
+        if kind == "image":  # its header is read: within the pixel cap
+            blobs = LocalBlobStore(tmp_path / "blobs")
+            await blobs.write_bytes(at_cap.blob_key, sample(png_header(64, 64), cap))
         ref = {"type": "artifact", "artifact_id": at_cap.artifact_id}
         assert await service.ingest("t1", ref, field="extra_images[2]", kind=kind) == at_cap
         ref = {"type": "artifact", "artifact_id": over.artifact_id}
@@ -201,6 +209,60 @@ def test_an_artifact_reference_over_its_kinds_cap_is_refused_naming_the_field(
         [detail] = refused.value.details
         assert detail.field == "extra_images[3].artifact_id"
         assert f"limit of {cap} bytes" in detail.message
+        await store.close()
+
+    run(scenario())
+
+
+def test_images_over_the_pixel_cap_are_refused_by_their_header_whichever_way_they_come(
+    tmp_path: Path, run: Run
+) -> None:
+    """200 x 100 is over a cap of 10,000 pixels: an upload, a data URI and an artifact named
+    as a reference are each refused naming their field, and a refused upload leaves nothing;
+    100 x 100 passes. The pixels are never there to decode: only the header is."""
+    service, store, blobs_root = _service(tmp_path, Clock(), max_image_pixels=10_000)
+    over, within = sample(png_header(200, 100), 2000), sample(png_header(100, 100), 2000)
+
+    def data_uri(data: bytes) -> dict[str, str]:
+        return {"type": "data_uri", "data_uri": "data:image/png;base64," + b64encode(data).decode()}
+
+    async def scenario() -> None:
+        await store.open()
+        with pytest.raises(ValidationFailed) as upload:
+            await service.upload("t1", CONTENT_TYPE, _multipart(over, "big.png"))
+        [detail] = upload.value.details
+        assert detail.field == "file"
+        assert detail.message == "is 200 x 100 pixels, over the limit of 10000 pixels for an image."
+        assert not any(p.is_file() for p in blobs_root.rglob("*"))
+
+        with pytest.raises(ValidationFailed) as inline:
+            await service.ingest("t1", data_uri(over), field="image", kind="image")
+        assert [d.field for d in inline.value.details] == ["image.data_uri"]
+
+        stored = await service.save_output("t1", "task_1", over, "image/png", "o.png")
+        reference = {"type": "artifact", "artifact_id": stored.artifact_id}
+        with pytest.raises(ValidationFailed) as named:
+            await service.ingest("t1", reference, field="extra_images[1]", kind="image")
+        assert [d.field for d in named.value.details] == ["extra_images[1].artifact_id"]
+
+        kept = await service.upload("t1", CONTENT_TYPE, _multipart(within, "ok.png"))
+        reference = {"type": "artifact", "artifact_id": kept.artifact_id}
+        assert await service.ingest("t1", reference, field="image", kind="image") == kept
+        await service.ingest("t1", data_uri(within), field="image", kind="image")
+        await store.close()
+
+    run(scenario())
+
+
+def test_an_image_whose_header_gives_no_size_is_refused(tmp_path: Path, run: Run) -> None:
+    service, store, _ = _service(tmp_path, Clock())
+
+    async def scenario() -> None:
+        await store.open()
+        with pytest.raises(ValidationFailed) as refused:
+            headless = b"\x89PNG\r\n\x1a\n" + bytes(300)  # no IHDR chunk
+            await service.upload("t1", CONTENT_TYPE, _multipart(headless, "x.png"))
+        assert refused.value.details[0].message == "is not a readable PNG image (no size found)."
         await store.close()
 
     run(scenario())

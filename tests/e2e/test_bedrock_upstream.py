@@ -1,7 +1,8 @@
 """The gateway in front of Amazon Bedrock (a fake one over real HTTP, which checks every SigV4
 signature), driven by the official `openai` SDK, and once by the `anthropic` SDK through
 `/v1/messages`: answers, the binary event stream, tools, each error by its cause, cache
-billing, and a fallback to an OpenAI-compatible server when Bedrock throttles."""
+billing, a fallback to an OpenAI-compatible server when Bedrock throttles, and s3:// images
+refused unless under the provider's `allowed_storage_prefixes`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import anthropic
+import httpx
 import openai
 import pytest
 from openai.types.chat import (
@@ -49,6 +51,7 @@ region = "us-east-1"
 base_url = "{bedrock}"
 timeout_seconds = 2
 stream_read_timeout_seconds = 2
+allowed_storage_prefixes = ["s3://team-bucket/shared/"]
 
 [[models]]
 id = "claude-bedrock"
@@ -300,3 +303,95 @@ def test_the_messages_api_through_the_translation(
     assert first.path == PATH + "converse" and second.path == PATH + "converse-stream"
     assert first.json["system"] == [{"text": "Be brief."}]
     assert upstream.signed_by[-2:] == [KEY, KEY]
+
+
+def _image_message(url: str) -> list[ChatCompletionMessageParam]:
+    return [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Describe this."},
+                {"type": "image_url", "image_url": {"url": url}},
+            ],
+        }
+    ]
+
+
+def _balance(gateway: GatewayProcess) -> str:
+    headers = {"Authorization": f"Bearer {gateway.api_key}"}
+    response = httpx.get(gateway.base_url + "/wallet", headers=headers, timeout=10)
+    assert response.status_code == 200, response.text
+    return str(response.json()["balance_credits"])
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "s3://gateway-artifacts/gw/secret.png",  # the gateway's own bucket: not listed
+        "s3://team-bucket-evil/shared/cat.png",  # a look-alike bucket
+        "s3://team-bucket/shared-evil/cat.png",  # a look-alike folder
+        "s3://team-bucket/shared/../private/cat.png",
+        "s3://team-bucket/shared/%2e%2e/private/cat.png",
+        "S3://TEAM-BUCKET/private/cat.png",
+    ],
+)
+def test_an_s3_image_outside_the_allowed_prefixes_is_refused_before_any_call(
+    client: openai.OpenAI,
+    gateway: GatewayProcess,
+    upstream: FakeBedrock,
+    backup: FakeOpenAI,
+    url: str,
+) -> None:
+    balance = _balance(gateway)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model="auto", messages=_image_message(url))
+    assert caught.value.status_code == 400 and caught.value.code == "invalid_request"
+    body = cast(dict[str, Any], caught.value.body)
+    assert [d["field"] for d in body["details"]] == ["messages[0].content[1].image_url.url"]
+    assert upstream.requests == [] and backup.requests == []  # not sent, not fallen back
+    assert _balance(gateway) == balance
+
+
+def test_an_s3_image_under_an_allowed_prefix_goes_to_bedrock_canonical(
+    client: openai.OpenAI, upstream: FakeBedrock
+) -> None:
+    client.chat.completions.create(
+        model="claude-bedrock", messages=_image_message("S3://Team-Bucket/shared/cats/tom.PNG")
+    )
+    (sent,) = upstream.requests
+    image = sent.json["messages"][0]["content"][1]["image"]
+    assert image == {
+        "format": "png",
+        "source": {"s3Location": {"uri": "s3://team-bucket/shared/cats/tom.PNG"}},
+    }
+
+
+def test_an_s3_image_source_through_the_messages_translation_is_refused(
+    gateway: GatewayProcess, upstream: FakeBedrock, backup: FakeOpenAI
+) -> None:
+    upstream.requests.clear()
+    backup.requests.clear()
+    balance = _balance(gateway)
+    root = gateway.base_url.removesuffix("/v1")
+    claude = anthropic.Anthropic(base_url=root, api_key=gateway.api_key, max_retries=0)
+    with claude, pytest.raises(anthropic.BadRequestError) as caught:
+        claude.messages.create(
+            model="claude-bedrock",
+            max_tokens=64,
+            messages=[
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "Describe this."},
+                        {
+                            "type": "image",
+                            "source": {"type": "url", "url": "s3://gateway-artifacts/x.png"},
+                        },
+                    ],
+                }
+            ],
+        )
+    assert caught.value.status_code == 400
+    assert "s3://" in caught.value.message
+    assert upstream.requests == [] and backup.requests == []
+    assert _balance(gateway) == balance

@@ -1,16 +1,18 @@
 """The gateway in front of Gemini on Vertex AI (a fake over real HTTP, with its token endpoint
 verifying the service account's JWT against the key's public half), driven by the official
 `openai` SDK, and once by the `anthropic` SDK through `/v1/messages`: one token exchange for
-many calls, answers, streams, tools, errors, image-token usage, and a fallback."""
+many calls, answers, streams, tools, errors, image-token usage, a fallback, and Cloud Storage
+objects refused unless under the provider's `allowed_storage_prefixes`."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import anthropic
+import httpx
 import openai
 import pytest
 from openai.types.chat import (
@@ -52,6 +54,7 @@ credentials_file = "{key_file}"
 token_url = "{token_url}"
 timeout_seconds = 2
 stream_read_timeout_seconds = 2
+allowed_storage_prefixes = ["gs://team-bucket/shared/"]
 
 [[models]]
 id = "gemini-vertex"
@@ -276,3 +279,60 @@ def test_the_messages_api_through_the_translation(
     assert block.type == "text" and block.text == upstream.text
     assert message.stop_reason == "end_turn"
     assert upstream.requests[-1].path == PATH + "generateContent"
+
+
+def _image_message(url: str) -> list[ChatCompletionMessageParam]:
+    return [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Describe this."},
+                {"type": "image_url", "image_url": {"url": url}},
+            ],
+        }
+    ]
+
+
+def _balance(gateway: GatewayProcess) -> str:
+    headers = {"Authorization": f"Bearer {gateway.api_key}"}
+    response = httpx.get(gateway.base_url + "/wallet", headers=headers, timeout=10)
+    assert response.status_code == 200, response.text
+    return str(response.json()["balance_credits"])
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "gs://gateway-artifacts/gw/secret.png",  # the gateway's own bucket: not listed
+        "gs://team-bucket-evil/shared/cat.png",
+        "gs://team-bucket/shared/../private/cat.png",
+        "https://storage.googleapis.com/team-bucket/private/cat.png",
+    ],
+)
+def test_a_storage_object_outside_the_allowed_prefixes_is_refused_before_any_call(
+    client: openai.OpenAI,
+    gateway: GatewayProcess,
+    upstream: FakeVertex,
+    backup: FakeOpenAI,
+    url: str,
+) -> None:
+    balance = _balance(gateway)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model="auto", messages=_image_message(url), stream=True)
+    assert caught.value.status_code == 400 and caught.value.code == "invalid_request"
+    body = cast(dict[str, Any], caught.value.body)
+    assert [d["field"] for d in body["details"]] == ["messages[0].content[1].image_url.url"]
+    assert upstream.requests == [] and backup.requests == []
+    assert _balance(gateway) == balance
+
+
+def test_a_storage_object_under_an_allowed_prefix_goes_to_vertex(
+    client: openai.OpenAI, upstream: FakeVertex
+) -> None:
+    client.chat.completions.create(
+        model="gemini-vertex", messages=_image_message("gs://Team-Bucket/shared/cat.png")
+    )
+    (sent,) = upstream.requests
+    assert sent.json["contents"][0]["parts"][1] == {
+        "fileData": {"fileUri": "gs://team-bucket/shared/cat.png", "mimeType": "image/png"}
+    }

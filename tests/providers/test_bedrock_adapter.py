@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from providers.bedrock import Options, create
@@ -370,7 +371,7 @@ def test_tool_choice_none_sends_no_tools_unless_the_history_needs_them() -> None
     assert "toolChoice" not in kept["toolConfig"] and kept["toolConfig"]["tools"]
 
 
-def test_images_as_bytes_or_s3_locations() -> None:
+def test_images_as_bytes_or_s3_locations_under_an_allowed_prefix() -> None:
     content = [
         {"type": "text", "text": "What is this?"},
         {
@@ -379,7 +380,10 @@ def test_images_as_bytes_or_s3_locations() -> None:
         },
         {"type": "image_url", "image_url": {"url": "s3://bucket/photos/cat.JPG"}},
     ]
-    request = converse_request({**BODY, "messages": [{"role": "user", "content": content}]})
+    request = converse_request(
+        {**BODY, "messages": [{"role": "user", "content": content}]},
+        storage_prefixes=("s3://bucket/photos/",),
+    )
     assert request["messages"][0]["content"] == [
         {"text": "What is this?"},
         {"image": {"format": "png", "source": {"bytes": PNG}}},
@@ -529,3 +533,52 @@ def test_cache_points_after_the_system_prompt_and_the_tools(aws_env: pytest.Monk
         assert all("cachePoint" not in tool for tool in plain["toolConfig"]["tools"])
 
     run(test)
+
+
+def _image_body(url: str) -> dict[str, Any]:
+    content = [{"type": "text", "text": "?"}, {"type": "image_url", "image_url": {"url": url}}]
+    return {**BODY, "messages": [{"role": "user", "content": content}]}
+
+
+@pytest.mark.parametrize(
+    ("prefixes", "url"),
+    [
+        ((), "s3://bucket/photos/cat.png"),
+        (("s3://bucket/",), "s3://bucket-evil/photos/cat.png"),
+        (("s3://bucket/photos/",), "s3://bucket/photos-evil/cat.png"),
+        (("s3://bucket/photos/",), "s3://bucket/photos/../private/cat.png"),
+        (("s3://bucket/photos/",), "s3://bucket/photos/%2E%2E/private/cat.png"),
+    ],
+)
+def test_an_s3_image_outside_the_prefixes_is_refused_before_sending(
+    aws_env: pytest.MonkeyPatch, prefixes: tuple[str, ...], url: str
+) -> None:
+    async def test() -> None:
+        async with upstream(allowed_storage_prefixes=prefixes) as (fake, provider):
+            for call, body in ((provider.complete, BODY), (provider.stream, STREAM_BODY)):
+                with pytest.raises(UpstreamRejectedRequest) as caught:
+                    await call({**body, **_image_body(url)})
+                assert caught.value.field == "messages[0].content[1].image_url.url"
+            assert fake.requests == []
+
+    run(test)
+
+
+def test_an_s3_image_under_an_allowed_prefix_is_sent_canonical(
+    aws_env: pytest.MonkeyPatch,
+) -> None:
+    async def test() -> None:
+        prefixes = ("S3://Bucket/photos",)  # read as s3://bucket/photos/
+        async with upstream(allowed_storage_prefixes=prefixes) as (fake, provider):
+            await provider.complete(_image_body("s3://BUCKET/photos/cat.jpg"))
+        (sent,) = fake.requests
+        source = sent.json["messages"][0]["content"][1]["image"]["source"]
+        assert source == {"s3Location": {"uri": "s3://bucket/photos/cat.jpg"}}
+
+    run(test)
+
+
+@pytest.mark.parametrize("prefix", ["gs://bucket/", "s3://", "s3://bucket/a/../b/", "https://x/"])
+def test_a_storage_prefix_that_is_not_an_s3_folder_is_a_config_error(prefix: str) -> None:
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert({"region": "us-east-1", "allowed_storage_prefixes": [prefix]}, Options)

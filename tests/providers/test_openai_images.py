@@ -155,6 +155,16 @@ def test_dimensions_come_from_the_bytes() -> None:
         image_dimensions(b"\xff\xd8\xff" + bytes(10))
 
 
+def test_an_answer_image_of_a_bomb_s_size_is_a_provider_error() -> None:
+    """Pillow refuses to open a header over twice its MAX_IMAGE_PIXELS: that is the
+    upstream's fault (a ProviderError), not a crash of the task."""
+    data = bytearray(JPEG_B)
+    frame = data.index(b"\xff\xc0")
+    data[frame + 5 : frame + 9] = (20_000).to_bytes(2, "big") * 2  # height, width
+    with pytest.raises(ProviderError, match="unreadable jpeg"):
+        image_dimensions(bytes(data))
+
+
 # --- text to image ------------------------------------------------------------------------------
 
 

@@ -258,6 +258,34 @@ def test_a_reference_pillow_cannot_open_is_rejected_before_starting() -> None:
     assert control.checkpoints == []
 
 
+def test_a_reference_over_the_pixel_limit_is_rejected_by_its_header_before_starting() -> None:
+    control = Control()
+    limited = Options(task_seconds=0, max_reference_pixels=2000)
+    within, over = png((1, 2, 3), (40, 50)), png((1, 2, 3), (50, 41))
+    with pytest.raises(UpstreamRejectedRequest, match=r"reference image 2 .* 50 x 41 pixels"):
+        images(references=[within, over], options=limited, control=control)
+    assert control.checkpoints == []
+
+
+def test_an_exif_turned_reference_gives_its_upright_shape() -> None:
+    buffer = io.BytesIO()
+    exif = Image.Exif()
+    exif[0x0112] = 6  # stored on its side: turn 90 degrees clockwise to stand upright
+    Image.new("RGB", (300, 100), (200, 10, 10)).save(buffer, format="JPEG", exif=exif)
+    turned = MediaInput.of_bytes(buffer.getvalue(), "image/jpeg")
+    [image] = images(aspect_ratio="auto", references=[turned]).images
+    assert (image.width, image.height) == (171, 512)
+
+
+@pytest.mark.parametrize("mode", ["RGBA", "LA", "P", "L", "I;16", "1"])
+def test_references_of_every_png_mode_are_blended(mode: str) -> None:
+    buffer = io.BytesIO()
+    Image.new(mode, (300, 200)).save(buffer, format="PNG")
+    reference = MediaInput.of_bytes(buffer.getvalue(), "image/png")
+    [image] = images(aspect_ratio="auto", references=[reference]).images
+    assert (image.width, image.height) == (512, 341)
+
+
 def test_sixteen_large_references_are_read_one_at_a_time_and_all_checked() -> None:
     """16 references of 4 MiB (a PNG, then bytes Pillow never reads): each is read and decoded
     in turn and dropped unless an image uses it, so traced memory peaks near one file, not

@@ -383,3 +383,63 @@ def test_a_broken_key_file_is_refused_at_creation(tmp_path: Path) -> None:
             create("v", Options(project="p-1", location="us-central1", credentials_file=str(path)))
 
     run(test)
+
+
+def _file_body(url: str) -> dict[str, Any]:
+    content = [{"type": "text", "text": "?"}, {"type": "image_url", "image_url": {"url": url}}]
+    return {**BODY, "messages": [{"role": "user", "content": content}]}
+
+
+@pytest.mark.parametrize(
+    ("prefixes", "url"),
+    [
+        ((), "gs://bucket/photos/cat.png"),
+        ((), "https://storage.googleapis.com/bucket/photos/cat.png"),
+        ((), "https://bucket.storage.googleapis.com/photos/cat.png"),
+        ((), "https://storage.cloud.google.com/bucket/photos/cat.png"),
+        ((), "https://www.googleapis.com/download/storage/v1/b/bucket/o/cat.png?alt=media"),
+        ((), "http://example.com/cat.png"),  # public https only
+        (("gs://bucket",), "gs://bucket-evil/photos/cat.png"),
+        (("gs://bucket/photos/",), "gs://bucket/photos-evil/cat.png"),
+        (("gs://bucket/photos/",), "gs://bucket/photos/../private/cat.png"),
+        (("gs://bucket/photos/",), "gs://bucket/photos/%2e%2e/private/cat.png"),
+        (("gs://bucket/photos/",), "https://storage.googleapis.com/bucket/photos/%2e%2e/x.png"),
+        (("gs://bucket/photos/",), "https://storage.googleapis.com/bucket/photos%2F..%2Fx.png"),
+    ],
+)
+def test_a_storage_object_outside_the_prefixes_is_refused_before_sending(
+    key_file: Path, prefixes: tuple[str, ...], url: str
+) -> None:
+    async def test() -> None:
+        async with vertex(key_file, allowed_storage_prefixes=prefixes) as (fake, provider):
+            for call, body in ((provider.complete, BODY), (provider.stream, STREAM_BODY)):
+                with pytest.raises(UpstreamRejectedRequest) as caught:
+                    await call({**body, **_file_body(url)})
+                assert caught.value.field == "messages[0].content[1].image_url.url"
+        assert fake.requests == []
+
+    run(test)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "GS://Bucket/photos/cat.png",
+        "https://storage.googleapis.com/bucket/photos/cat.png",
+        "https://BUCKET.storage.googleapis.com/photos/cat.png",
+    ],
+)
+def test_a_storage_object_under_an_allowed_prefix_is_sent_as_its_gs_uri(
+    key_file: Path, url: str
+) -> None:
+    async def test() -> None:
+        async with vertex(key_file, allowed_storage_prefixes=("gs://bucket/photos/",)) as (
+            fake,
+            provider,
+        ):
+            await provider.complete(_file_body(url))
+        (sent,) = fake.requests
+        file_data = sent.json["contents"][0]["parts"][1]["fileData"]
+        assert file_data == {"fileUri": "gs://bucket/photos/cat.png", "mimeType": "image/png"}
+
+    run(test)

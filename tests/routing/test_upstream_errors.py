@@ -36,3 +36,13 @@ def test_a_rejected_request_is_not_told_to_retry() -> None:
     error = as_gateway_error(UpstreamRejectedRequest("bad", upstream_status=400, retry_after=5))
     assert error.status_code == 400
     assert "Retry-After" not in error.headers
+
+
+def test_a_field_the_adapter_refused_before_sending_is_named() -> None:
+    refused = UpstreamRejectedRequest("the URL is not allowed", field="messages[0].content[1]")
+    error = as_gateway_error(refused)
+    assert (error.status_code, error.code) == (400, "invalid_request")
+    assert error.message == "messages[0].content[1]: the URL is not allowed"
+    assert [(d.field, d.message) for d in error.details] == [
+        ("messages[0].content[1]", "the URL is not allowed")
+    ]
