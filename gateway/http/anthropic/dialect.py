@@ -25,6 +25,7 @@ class AnthropicMessages:
 
     name = "anthropic"
     path = "/v1/messages"
+    limit_field = "max_tokens"
     lowers_max_tokens = True  # Claude Code asks 32,000 of every model
 
     def framer(self, *, include_usage: bool) -> MessageEventFramer:
