@@ -128,14 +128,14 @@ async def messages(scope: Any, receive: Any, send: Any) -> None:
     request_id = [(b"request-id", ctx.request_id.encode())]
     if isinstance(outcome, ChatCompleted):
         ctx.routing, ctx.upstream_seconds = outcome.route, outcome.upstream_seconds
-        extra = [*route_headers(outcome.model, outcome.route), *request_id]
+        extra = [*route_headers(outcome.model, outcome.route, outcome.max_tokens), *request_id]
         await send_bytes(send, outcome.body, extra)
     elif isinstance(outcome, ChatReplayed):
         ctx.replayed = True
         await send_reply(send, outcome.reply, request_id)
     else:
         ctx.routing, ctx.upstream_seconds = outcome.route, outcome.upstream_seconds
-        extra = [*route_headers(outcome.model, outcome.route), *request_id]
+        extra = [*route_headers(outcome.model, outcome.route, outcome.max_tokens), *request_id]
         await send_event_stream(outcome.events, receive, send, extra)
 
 

@@ -55,6 +55,7 @@ from gateway.chat.plan import (
     HoldBound,
     chat_needs,
     keep_native_routes,
+    limit_field,
     options_problems,
     plan_call,
 )
@@ -135,7 +136,14 @@ class ChatService:
                 problems = options_problems(request.model_options, choice)
                 if problems:
                     raise InvalidRequest(fields_message(problems), details=problems)
-            plan = plan_call(request, choice, self._bound(choice), body_size, legacy_answer=legacy)
+            plan = plan_call(
+                request,
+                choice,
+                self._bound(choice),
+                body_size,
+                legacy_answer=legacy,
+                lower_to_limit=dialect.lowers_max_tokens,
+            )
             if native is not None and native.problems:
                 keep_native_routes(plan, native)
             if not plan.routes[0].breaker.closed and idempotency_key is None:
@@ -159,7 +167,12 @@ class ChatService:
             )
             try:
                 admitted = await self._gatekeeper.admit(
-                    call, hold_units=plan.hold_units, hold_seconds=self._hold_seconds
+                    call,
+                    hold_units=plan.hold_units,
+                    hold_seconds=self._hold_seconds,
+                    min_hold_units=plan.min_hold_units(),
+                    min_tokens_reserved=plan.min_tokens_reserved(),
+                    limit_field=dialect.limit_field or limit_field(request),
                 )
             except StoreUnavailable:
                 # It may still reach the store: release it then, and fence it if it comes later.
@@ -174,6 +187,9 @@ class ChatService:
                     route=reply.headers.get(ROUTE_HEADER),
                     rate=rate,
                 )
+            if 0 < admitted.hold_units < plan.hold_units:  # wallet-bounded: ask what it pays
+                plan.hold_granted(admitted.hold_units)
+                call = msgspec.structs.replace(call, tokens_reserved=admitted.tokens_reserved)
             return await self._run(
                 call, plan, tenant.credits_per_usd, body_size, dialect, native, rate, started
             )
@@ -238,7 +254,7 @@ class ChatService:
                 speaker = native.upstream(route.provider)
             if speaker is not None:
                 assert native is not None
-                body = native.body_for(route.model.upstream_model)
+                body = native.body_for(route.model.upstream_model, plan.lowered_for(route))
             elif body is None or route is not routes[0]:
                 body = plan.body_for(route)
             job: StreamJob | None = None
@@ -324,6 +340,7 @@ class ChatService:
                     route=job.note,
                     rate=rate,
                     upstream_seconds=waited,
+                    max_tokens=job.max_tokens,
                 )
             assert completion is not None
             note = route_taken(plan, route, failed)
@@ -346,9 +363,15 @@ class ChatService:
                     dialect,
                     limit=output_limit(plan, route),
                 )
-            await self.settle(call, route, charge, kept_reply(call, route, note, payload))
+            lowered = plan.lowered_for(route)
+            await self.settle(call, route, charge, kept_reply(call, route, note, payload, lowered))
             return ChatCompleted(
-                body=payload, model=route.model.id, route=note, rate=rate, upstream_seconds=waited
+                body=payload,
+                model=route.model.id,
+                route=note,
+                rate=rate,
+                upstream_seconds=waited,
+                max_tokens=lowered,
             )
         await self._finisher.release(Release(call=call))
         if last is None:

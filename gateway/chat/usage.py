@@ -152,9 +152,10 @@ def charge_for(
 
 
 def output_limit(plan: ChatPlan, route: Route) -> int:
-    """The most output `route`'s upstream was asked for: its completion limit per choice."""
+    """The most output `route`'s upstream was asked for: its completion limit per choice (as
+    lowered to the route's limit or to what a wallet-bounded hold pays for), times the choices."""
     n = plan.request.n
-    return (plan.requested or route.model.max_output_tokens) * (n if isinstance(n, int) else 1)
+    return plan.max_tokens_for(route) * (n if isinstance(n, int) else 1)
 
 
 def _is_count(value: object) -> bool:
