@@ -19,6 +19,10 @@ Signing covers the method, the URL, the body's SHA-256 and the headers the reque
 (`Content-Type` among them): the signer is called with them and adds `X-Amz-Date`,
 `X-Amz-Security-Token` (temporary credentials) and `Authorization`. Its cost is a few HMACs
 per call, about 0.1 ms.
+
+The credentials each call is signed with (the access key id, the secret, the session token)
+are reported to the provider's `SecretSink` (`providers.secrets`) as they are found or renewed:
+one tuple comparison per call while they stay the same.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from botocore.exceptions import BotoCoreError  # type: ignore[import-untyped]
 from yarl import URL
 
 from providers.errors import ProviderError
+from providers.secrets import SecretSink
 
 __all__ = ["SigV4Signer"]
 
@@ -43,11 +48,14 @@ _SIGNED = ("Authorization", "X-Amz-Date", "X-Amz-Security-Token")
 class SigV4Signer:
     """A `providers.upstream.RequestSigner` for one region, with the chain's credentials."""
 
-    __slots__ = ("_credentials", "_lock", "_profile", "_region")
+    __slots__ = ("_credentials", "_lock", "_profile", "_region", "_secrets")
 
-    def __init__(self, region: str, profile: str | None = None) -> None:
+    def __init__(
+        self, region: str, profile: str | None = None, *, secrets: SecretSink | None = None
+    ) -> None:
         self._region = region
         self._profile = profile
+        self._secrets = SecretSink() if secrets is None else secrets
         self._credentials: Any = None  # aiobotocore's (refreshable) credentials, once found
         self._lock = asyncio.Lock()
 
@@ -71,9 +79,11 @@ class SigV4Signer:
                 if credentials is None:
                     credentials = self._credentials = await self._resolve()
         try:
-            return await credentials.get_frozen_credentials()
+            frozen = await credentials.get_frozen_credentials()
         except BotoCoreError as exc:
             raise ProviderError(f"renewing the AWS credentials failed: {exc}") from exc
+        self._secrets.renewed("aws", frozen.access_key, frozen.secret_key, frozen.token)
+        return frozen
 
     async def _resolve(self) -> Any:
         try:

@@ -20,6 +20,7 @@ from providers.openai_compatible.options import Options
 from providers.openai_compatible.request import RequestShape
 from providers.openai_compatible.stream import CountedStream
 from providers.openai_compatible.usage import estimated_usage, usage_body
+from providers.secrets import SecretSink
 from providers.upstream import Upstream, key_header
 
 __all__ = ["OpenAICompatibleProvider", "create"]
@@ -62,6 +63,11 @@ class OpenAICompatibleProvider:
         response = await self._upstream.stream(self._url, payload)
         inner = await OpenAIChatStream(response).start()
         return CountedStream(inner, body)
+
+    @property
+    def secrets(self) -> SecretSink:
+        """The credentials it sends, for the gateway to mask (`providers.secrets`)."""
+        return self._upstream.secrets
 
     async def close(self) -> None:
         await self._upstream.close()
