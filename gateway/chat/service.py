@@ -174,9 +174,19 @@ class ChatService:
                     route=reply.headers.get(ROUTE_HEADER),
                     rate=rate,
                 )
-            return await self._run(
-                call, plan, tenant.credits_per_usd, body_size, dialect, native, rate, started
-            )
+            lease = choice.routes[0].lease()  # a reload closes the providers after it ends
+            try:
+                outcome = await self._run(
+                    call, plan, tenant.credits_per_usd, body_size, dialect, native, rate, started
+                )
+            except BaseException:
+                lease.release()
+                raise
+            if isinstance(outcome, ChatStreaming) and isinstance(outcome.events, StreamJob):
+                outcome.events.keep(lease)  # let go when the stream is closed
+            else:
+                lease.release()
+            return outcome
         except Exception as exc:
             error = as_gateway_error(exc)  # anything else is a fault of the gateway's own: 500
             if error.model is None:
