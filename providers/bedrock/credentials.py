@@ -22,12 +22,15 @@ per call, about 0.1 ms.
 
 The credentials each call is signed with (the access key id, the secret, the session token)
 are reported to the provider's `SecretSink` (`providers.secrets`) as they are found or renewed:
-one tuple comparison per call while they stay the same.
+one tuple comparison per call while they stay the same. So are the chain's secrets in the
+environment from the start (`_ENVIRONMENT`: the container endpoint's token among them, which a
+failing endpoint may quote before any credentials are found).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
 from aiobotocore.session import AioSession  # type: ignore[import-untyped]
@@ -42,6 +45,7 @@ from providers.secrets import SecretSink
 __all__ = ["SigV4Signer"]
 
 _SERVICE = "bedrock"
+_ENVIRONMENT = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_CONTAINER_AUTHORIZATION_TOKEN")
 _SIGNED = ("Authorization", "X-Amz-Date", "X-Amz-Security-Token")
 
 
@@ -56,6 +60,7 @@ class SigV4Signer:
         self._region = region
         self._profile = profile
         self._secrets = SecretSink() if secrets is None else secrets
+        self._secrets.hold(*(os.environ.get(name) for name in _ENVIRONMENT))
         self._credentials: Any = None  # aiobotocore's (refreshable) credentials, once found
         self._lock = asyncio.Lock()
 

@@ -17,9 +17,10 @@ models/<model>:generateContent`, or `.../endpoints/<id>:...` for a tuned model) 
 token it issued and has not expired (`expires_in` per token, `expire_all()` to revoke,
 `refuse_all` to refuse every token, new ones too), else Google's 401 `UNAUTHENTICATED`.
 
-`echo = True` makes it quote what it was sent, as a proxy or a verbose endpoint may: a model
-call is answered 400 `INVALID_ARGUMENT` naming the request's `Authorization` header, and the
-token endpoint refuses each grant with the form's credentials in `error_description`.
+It can quote what it was sent, as a proxy or a verbose endpoint may: with `echo_headers` a
+model call is answered 400 `INVALID_ARGUMENT` naming the request's `Authorization` header, with
+`echo_grants` the token endpoint refuses each grant with its form (the signed JWT assertion,
+the client secret, the refresh token) in `error_description`.
 """
 
 from __future__ import annotations
@@ -147,7 +148,8 @@ class FakeVertex(FakeGemini):
         self._tokens = _Tokens()
         self.unauthorized = 0
         self.refuse_all = False
-        self.echo = False
+        self.echo_headers = False
+        self.echo_grants = False
 
     @property
     def token_url(self) -> str:
@@ -182,7 +184,7 @@ class FakeVertex(FakeGemini):
 
     async def _model_call(self, request: web.Request) -> web.StreamResponse:
         authorization = request.headers.get("Authorization", "")
-        if self.echo:
+        if self.echo_headers:
             await request.read()
             message = f"Invalid request headers: Authorization={authorization}"
             return web.json_response(error_body(400, "INVALID_ARGUMENT", message), status=400)
@@ -209,7 +211,7 @@ class FakeVertex(FakeGemini):
             seen.refused = f"scripted {status}"
             return web.json_response({"error": "internal_failure"}, status=status)
         grant = form.get("grant_type")
-        if self.echo:
+        if self.echo_grants:
             seen.refused = "echo"
             quoted = ", ".join(f"{name}={value}" for name, value in sorted(form.items()))
             return web.json_response(
