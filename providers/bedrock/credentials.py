@@ -52,7 +52,7 @@ _SIGNED = ("Authorization", "X-Amz-Date", "X-Amz-Security-Token")
 class SigV4Signer:
     """A `providers.upstream.RequestSigner` for one region, with the chain's credentials."""
 
-    __slots__ = ("_credentials", "_lock", "_profile", "_region", "_secrets")
+    __slots__ = ("_credentials", "_lock", "_profile", "_region", "_reported", "_secrets")
 
     def __init__(
         self, region: str, profile: str | None = None, *, secrets: SecretSink | None = None
@@ -61,6 +61,7 @@ class SigV4Signer:
         self._profile = profile
         self._secrets = SecretSink() if secrets is None else secrets
         self._secrets.hold(*(os.environ.get(name) for name in _ENVIRONMENT))
+        self._reported: Any = None  # the credentials last reported to `_secrets`
         self._credentials: Any = None  # aiobotocore's (refreshable) credentials, once found
         self._lock = asyncio.Lock()
 
@@ -87,7 +88,9 @@ class SigV4Signer:
             frozen = await credentials.get_frozen_credentials()
         except BotoCoreError as exc:
             raise ProviderError(f"renewing the AWS credentials failed: {exc}") from exc
-        self._secrets.renewed("aws", frozen.access_key, frozen.secret_key, frozen.token)
+        if frozen != self._reported:  # three string comparisons while they stay the same
+            self._secrets.renewed("aws", frozen.access_key, frozen.secret_key, frozen.token)
+            self._reported = frozen
         return frozen
 
     async def _resolve(self) -> Any:
