@@ -28,7 +28,8 @@ transport failure is the most specific provider error (`providers.http.transport
 unless a streamed reference in `uploads` failed to read: then that error, as it was.
 
 The cost per call is one aiohttp request and a bounded read: no context manager (a `try`
-costs nothing until something is raised), no allocation for an unset signer or no headers.
+costs nothing until something is raised), no copy of the headers for an unset signer, and one
+status comparison for the 401 retry.
 """
 
 from __future__ import annotations
