@@ -25,6 +25,7 @@ from gateway.metrics import open_metrics
 from gateway.routing.leases import Leases
 from gateway.schemas.media import MusicRequest
 from tests.chat.support import decode_chat_body
+from tests.fakes.openai_upstream import FakeOpenAI, StreamReply
 from tests.fakes.replicate_upstream import PROCESSING, FakeReplicate, Job
 from tests.providers.adapter_checks import run
 
@@ -39,8 +40,9 @@ api_key = "r8-music-secret"
 poll_interval_seconds = 0.02
 duration_seconds = 1
 
-[providers.sim]
-kind = "simulator"
+[providers.oc]
+kind = "openai_compatible"
+base_url = "{oc_url}"
 
 [[models]]
 id = "musicgen"
@@ -50,8 +52,8 @@ capabilities = ["text_to_music"]
 pricing = {{ credits_per_task = 80 }}
 
 [[models]]
-id = "sim-chat"
-provider = "sim"
+id = "oc-chat"
+provider = "oc"
 capability = "chat"
 pricing = {{ input_usd_per_mtok = 1, output_usd_per_mtok = 1 }}
 
@@ -70,8 +72,9 @@ async def until(condition: Callable[[], bool], what: str, within: float = 20.0) 
 
 
 @asynccontextmanager
-async def runtime_on(path: Path, music_url: str) -> AsyncIterator[Runtime]:
-    await asyncio.to_thread(path.write_text, CONFIG.format(music_url=music_url, extra=""))
+async def runtime_on(path: Path, music_url: str, oc_url: str) -> AsyncIterator[Runtime]:
+    text = CONFIG.format(music_url=music_url, oc_url=oc_url, extra="")
+    await asyncio.to_thread(path.write_text, text)
     settings = Settings(config_path=path, data_dir=path.parent / "data", workers=1)
     metrics, _ = open_metrics(False, units_per_credit=UNITS_PER_CREDIT)
     runtime = Runtime(settings, metrics, retire_seconds=GRACE)
@@ -86,16 +89,24 @@ async def runtime_on(path: Path, music_url: str) -> AsyncIterator[Runtime]:
 
 async def reload(runtime: Runtime, path: Path, version: int) -> None:
     """A new version of the file (a comment more), applied as the watcher applies it."""
-    url = runtime.current.config.providers["music"].options.base_url  # type: ignore[union-attr]
-    await asyncio.to_thread(
-        path.write_text, CONFIG.format(music_url=url, extra=f"# version {version}")
+    assert runtime.current is not None
+    providers: Any = runtime.current.config.providers
+    text = CONFIG.format(
+        music_url=providers["music"].options.base_url,
+        oc_url=providers["oc"].options.base_url,
+        extra=f"# version {version}",
     )
+    await asyncio.to_thread(path.write_text, text)
     await runtime.configure(load_config(path))
 
 
 def test_a_task_spanning_a_reload_keeps_its_provider_until_it_ends(tmp_path: Path) -> None:
     async def test() -> None:
-        async with FakeReplicate() as fake, runtime_on(tmp_path / "g.toml", fake.base_url) as rt:
+        async with (
+            FakeReplicate() as fake,
+            FakeOpenAI() as chat,
+            runtime_on(tmp_path / "g.toml", fake.base_url, chat.base_url) as rt,
+        ):
             first = rt.current
             assert first is not None
             old: Any = first.providers["music"]
@@ -138,16 +149,22 @@ def test_a_task_spanning_a_reload_keeps_its_provider_until_it_ends(tmp_path: Pat
     run(test)
 
 
-def test_a_stream_spanning_a_reload_holds_its_generation_until_it_is_closed(
+def test_a_stream_spanning_a_reload_keeps_its_provider_until_it_is_closed(
     tmp_path: Path,
 ) -> None:
     async def test() -> None:
-        async with FakeReplicate() as fake, runtime_on(tmp_path / "g.toml", fake.base_url) as rt:
+        async with (
+            FakeReplicate() as fake,
+            FakeOpenAI() as chat,
+            runtime_on(tmp_path / "g.toml", fake.base_url, chat.base_url) as rt,
+        ):
             first = rt.current
             assert first is not None
+            old: Any = first.providers["oc"]
+            chat.enqueue(StreamReply(chunk_delay=0.05))  # ~10 chunks: half a second
             caller = Caller(key_id="key_1", tenant=first.config.tenants["default"])
             request = decode_chat_body(
-                b'{"model": "sim-chat", "stream": true,'
+                b'{"model": "oc-chat", "stream": true,'
                 b' "messages": [{"role": "user", "content": "Hi"}]}'
             )
             outcome = await first.chat.handle(
@@ -159,15 +176,17 @@ def test_a_stream_spanning_a_reload_holds_its_generation_until_it_is_closed(
                 idempotency_key=None,
             )
             assert isinstance(outcome, ChatStreaming)
-            await reload(rt, tmp_path / "g.toml", 2)
+            await reload(rt, tmp_path / "g.toml", 2)  # the grace ends long before the stream
+            async with asyncio.timeout(30):  # a read on a closed session never ends
+                frames = b"".join([frame async for frame in outcome.events.events()])
+            assert b"data: [DONE]" in frames and b'"error"' not in frames
+            assert not old._upstream.session.closed
             await reload(rt, tmp_path / "g.toml", 3)  # the second generation, unused, goes
             await until(lambda: len(rt.generations) == 2, "the unused generation to close")
-            assert first.router.leases.count == 1
-            frames = [frame async for frame in outcome.events.events()]
-            assert frames and b"[DONE]" in frames[-1]
-            assert len(rt.generations) == 2  # still held: the edge has not closed it yet
+            assert first.router.leases.count == 1  # the edge has not closed the stream yet
             await outcome.events.close()
-            await until(lambda: len(rt.generations) == 1, "the streamed generation to close")
+            await until(lambda: old._upstream.session.closed, "the streamed provider to close")
+            assert len(rt.generations) == 1
 
     run(test)
 
