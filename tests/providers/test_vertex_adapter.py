@@ -191,9 +191,11 @@ def test_authorized_user_credentials_from_google_application_credentials(
                 await provider.complete(BODY)
             finally:
                 await provider.close()
+            reported = provider.secrets.values()  # for the gateway to mask
         (exchange,) = fake.token_requests
         assert exchange.form["grant_type"] == "refresh_token" and exchange.refused is None
         assert fake.requests[0].headers["authorization"] == "Bearer ya29.fake-1"
+        assert {user["client_secret"], user["refresh_token"], "ya29.fake-1"} <= reported
 
     run(test)
 
