@@ -13,6 +13,15 @@ still has time left, the old one is used and renewal is tried again `RETRY_SECON
 half way to its expiry); with no usable token the failure is raised (a ProviderError: the
 gateway's own credentials, not the client's request).
 
+An upstream that answers 401 has revoked the token (or it ran out early): `refused(value)`
+drops it, so the next `value()` fetches a new one, and the caller sends its call once more
+(`providers.upstream`). A token refused within `RETRY_SECONDS` of its fetch is kept and the
+call is not sent again: a token that fresh is refused because of the credential itself, and
+fetching more would only cost the token endpoint one exchange per call.
+
+Every token it obtains is reported to `secrets` (`providers.secrets`), replacing the previous
+one in its slot, so the gateway masks it wherever an upstream quotes it.
+
 Time comes from `clock` (monotonic seconds), so tests move it instead of sleeping.
 
 `exchange(upstream, url, form)` is the one OAuth request both need: a form posted to a token
@@ -33,6 +42,7 @@ import msgspec
 from yarl import URL
 
 from providers.errors import ProviderError, UpstreamUnavailable
+from providers.secrets import SecretSink
 from providers.status import message_from_body, retry_after_seconds
 from providers.upstream import Upstream
 
@@ -58,17 +68,30 @@ class Token:
 class RefreshingToken:
     """One credential's current token; share it between the calls of one provider."""
 
-    __slots__ = ("_clock", "_expires_at", "_fetch", "_pending", "_refresh_at", "_value", "fetches")
+    __slots__ = (
+        "_clock",
+        "_expires_at",
+        "_fetch",
+        "_obtained_at",
+        "_pending",
+        "_refresh_at",
+        "_secrets",
+        "_value",
+        "fetches",
+    )
 
     def __init__(
         self,
         fetch: Callable[[], Awaitable[Token]],
         *,
         clock: Callable[[], float] = time.monotonic,
+        secrets: SecretSink | None = None,
     ) -> None:
         self._fetch = fetch
         self._clock = clock
+        self._secrets = SecretSink() if secrets is None else secrets
         self._value = ""
+        self._obtained_at = 0.0
         self._expires_at = 0.0
         self._refresh_at = 0.0
         self._pending: asyncio.Future[str] | None = None
@@ -84,6 +107,19 @@ class RefreshingToken:
             pending = self._pending = asyncio.ensure_future(self._renew())
             pending.add_done_callback(self._settled)
         return await asyncio.shield(pending)
+
+    def refused(self, value: str) -> bool:
+        """An upstream answered 401 to a call that carried `value`. True when the call is worth
+        sending once more: the token is dropped (the next `value()` fetches a new one), or
+        another call has already had it replaced. False for a token refused within
+        `RETRY_SECONDS` of its fetch (see the module)."""
+        if value != self._value:
+            return True
+        if self._clock() - self._obtained_at < RETRY_SECONDS:
+            return False
+        self._value = ""
+        self._refresh_at = 0.0
+        return True
 
     def _settled(self, future: asyncio.Future[str]) -> None:
         self._pending = None
@@ -102,7 +138,9 @@ class RefreshingToken:
                 return self._value
             raise
         lifetime = max(token.expires_in, 0.0)
+        self._secrets.renewed("access_token", token.value)
         self._value = token.value
+        self._obtained_at = started
         self._expires_at = started + lifetime
         self._refresh_at = started + lifetime - min(REFRESH_MARGIN, lifetime / 2)
         return token.value
@@ -170,7 +208,7 @@ def _refused(status: int, body: bytes, headers: Mapping[str, str]) -> ProviderEr
 
 
 class BearerSigner:
-    """A `providers.upstream.RequestSigner` adding a refreshing token to each request as
+    """A `providers.upstream.RenewingSigner` adding a refreshing token to each request as
     `Authorization: Bearer` (Entra ID for Azure, Google's for Vertex); `close()` closes the
     session of the token endpoint."""
 
@@ -184,6 +222,10 @@ class BearerSigner:
         self, method: str, url: URL, headers: dict[str, str], body: bytes | None
     ) -> None:
         headers["Authorization"] = "Bearer " + await self.token.value()
+
+    def refused(self, headers: Mapping[str, str]) -> bool:
+        """A call signed with `headers` was answered 401 (`RefreshingToken.refused`)."""
+        return self.token.refused(headers.get("Authorization", "").removeprefix("Bearer "))
 
     async def close(self) -> None:
         await self._endpoint.close()

@@ -14,7 +14,13 @@ body, the answer's decoding. What differs between upstreams plugs in without cha
     sign          called before every request with (method, URL, headers, body): adds the
                   headers computed per request, a refreshed token or a signature over the
                   body (AWS SigV4); `body` is b"" for none, None for a streamed
-                  (multipart) payload, whose bytes are not known before it is sent
+                  (multipart) payload, whose bytes are not known before it is sent; a signer
+                  that renews a token (`RenewingSigner`) is told of a 401, and a call whose
+                  answer was 401 is sent once more, signed again, when it says the token it
+                  carried was dropped (a revoked token: one retry, never a loop; a streamed
+                  payload cannot be sent twice and is not retried)
+    secrets       the provider's `SecretSink`: the configured key and `extra_headers` values
+                  are reported to it here, what the signer obtains by the signer
 
 A call's own headers (the signer's, an upload's content type) go over the session's, which
 are the adapter's plus `extra_headers` from config (`providers.http.new_session`). A
@@ -22,14 +28,15 @@ transport failure is the most specific provider error (`providers.http.transport
 unless a streamed reference in `uploads` failed to read: then that error, as it was.
 
 The cost per call is one aiohttp request and a bounded read: no context manager (a `try`
-costs nothing until something is raised), no allocation for an unset signer or no headers.
+costs nothing until something is raised), no copy of the headers for an unset signer, and one
+status comparison for the 401 retry.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import NoReturn, Protocol
+from typing import NoReturn, Protocol, runtime_checkable
 
 import aiohttp
 from yarl import URL
@@ -45,12 +52,14 @@ from providers.http import (
 )
 from providers.options import HttpOptions
 from providers.reference_part import ReferencePart, source_error
+from providers.secrets import SecretSink
 from providers.status import error_for_response
 
 __all__ = [
     "NOT_A_STREAM",
     "ErrorReader",
     "NotAStream",
+    "RenewingSigner",
     "RequestSigner",
     "Upstream",
     "json_instead_of_stream",
@@ -74,6 +83,16 @@ class RequestSigner(Protocol):
     ) -> Awaitable[None]: ...
 
 
+@runtime_checkable
+class RenewingSigner(RequestSigner, Protocol):
+    """A signer whose credential can be renewed when the upstream refuses it (401)."""
+
+    def refused(self, headers: Mapping[str, str]) -> bool:
+        """A call signed with `headers` was answered 401: drop the credential they carry;
+        True when the call is worth sending once more (signed again)."""
+        ...
+
+
 def json_instead_of_stream(raw: bytes) -> ProviderError:
     """The default `not_a_stream`: the JSON answer says nothing the adapter knows."""
     return ProviderError(NOT_A_STREAM)
@@ -90,7 +109,16 @@ class Upstream:
     """The pooled session of one upstream and its calls; build it inside the running loop,
     `close()` it with the provider."""
 
-    __slots__ = ("_errors", "_not_a_stream", "_sign", "_stream_timeout", "_timeout", "session")
+    __slots__ = (
+        "_errors",
+        "_not_a_stream",
+        "_renews",
+        "_sign",
+        "_stream_timeout",
+        "_timeout",
+        "secrets",
+        "session",
+    )
 
     def __init__(
         self,
@@ -100,13 +128,18 @@ class Upstream:
         errors: ErrorReader = error_for_response,
         not_a_stream: NotAStream = json_instead_of_stream,
         sign: RequestSigner | None = None,
+        secrets: SecretSink | None = None,
     ) -> None:
+        self.secrets = SecretSink() if secrets is None else secrets
+        """The provider's credentials, for the gateway to mask (`providers.secrets`)."""
+        self.secrets.hold_configured(options)
         self.session = new_session(options, headers)  # for a call of its own kind
         self._timeout = self.session.timeout
         self._stream_timeout = stream_timeout(options)
         self._errors = errors
         self._not_a_stream = not_a_stream
         self._sign = sign
+        self._renews = sign if isinstance(sign, RenewingSigner) else None
 
     async def request(
         self,
@@ -122,15 +155,43 @@ class Upstream:
     ) -> bytes:
         """The 2xx answer's body (at most `max_bytes`); else the error `errors` (or the
         upstream's reader) makes of it. `timeouts` replace the session's for this call."""
+        sent = headers
         if self._sign is not None:
-            headers = await _signed(self._sign, method, url, headers, body)
+            sent = await _signed(self._sign, method, url, headers, body)
+        timeout = self._timeout if timeouts is None else timeouts
+        status, raw, answered = await self._send(
+            method, url, body, sent, timeout, max_bytes, uploads
+        )
+        renews = self._renews
+        if (
+            status == 401
+            and renews is not None
+            and sent is not None
+            and not isinstance(body, aiohttp.Payload)
+            and renews.refused(sent)
+        ):
+            sent = await _signed(renews, method, url, headers, body)
+            status, raw, answered = await self._send(
+                method, url, body, sent, timeout, max_bytes, uploads
+            )
+        if 200 <= status < 300:
+            return raw
+        raise (errors or self._errors)(status, raw, answered)
+
+    async def _send(
+        self,
+        method: str,
+        url: URL,
+        body: bytes | aiohttp.Payload | None,
+        headers: Mapping[str, str] | None,
+        timeouts: aiohttp.ClientTimeout,
+        max_bytes: int,
+        uploads: Sequence[ReferencePart],
+    ) -> tuple[int, bytes, Mapping[str, str]]:
+        """(status, body, headers) of one request."""
         try:
             response = await self.session.request(
-                method,
-                url,
-                data=body,
-                headers=headers,
-                timeout=self._timeout if timeouts is None else timeouts,
+                method, url, data=body, headers=headers, timeout=timeouts
             )
             try:
                 raw = await read_body(response, max_bytes)
@@ -141,10 +202,7 @@ class Upstream:
             if source is not None:  # reading a reference failed, not the upstream
                 raise source from exc
             raise transport_error(exc) from exc
-        status = response.status
-        if 200 <= status < 300:
-            return raw
-        raise (errors or self._errors)(status, raw, response.headers)
+        return response.status, raw, response.headers
 
     async def stream(
         self, url: URL, body: bytes, *, headers: Mapping[str, str] | None = None
@@ -153,17 +211,33 @@ class Upstream:
         each read within `stream_read_timeout_seconds`; an error status or a JSON answer
         raises, after reading it whole. `headers` go over the session's for this call."""
         sign = self._sign
+        sent = headers
         if sign is not None:
-            headers = await _signed(sign, "POST", url, headers, body)
+            sent = await _signed(sign, "POST", url, headers, body)
+        response = await self._post(url, body, sent)
+        renews = self._renews
+        if (
+            response.status == 401
+            and renews is not None
+            and sent is not None
+            and renews.refused(sent)
+        ):
+            response.close()  # its body is not needed: the call is made again
+            sent = await _signed(renews, "POST", url, headers, body)
+            response = await self._post(url, body, sent)
+        if not 200 <= response.status < 300 or response.content_type == "application/json":
+            await self._refuse(response)
+        return response
+
+    async def _post(
+        self, url: URL, body: bytes, headers: Mapping[str, str] | None
+    ) -> aiohttp.ClientResponse:
         try:
-            response = await self.session.post(
+            return await self.session.post(
                 url, data=body, headers=headers, timeout=self._stream_timeout
             )
         except TRANSPORT_ERRORS as exc:
             raise transport_error(exc) from exc
-        if not 200 <= response.status < 300 or response.content_type == "application/json":
-            await self._refuse(response)
-        return response
 
     async def close(self) -> None:
         await self.session.close()

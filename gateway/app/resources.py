@@ -14,6 +14,7 @@ from typing import Any
 from gateway.admission.finisher import CallFinisher
 from gateway.admission.gatekeeper import Gatekeeper
 from gateway.api.resources import Resources
+from gateway.app.generations import Generations, close_providers
 from gateway.app.settings import Settings
 from gateway.artifacts import BlobStore, FetchPolicy, ReferenceFetcher, UrlSigner
 from gateway.artifacts.addresses import parse_networks
@@ -27,6 +28,7 @@ from gateway.logging import get_logger
 from gateway.metrics import Metrics
 from gateway.routing.breakers import Breakers
 from gateway.routing.resolver import Router
+from gateway.routing.secrets import Scrubber
 from gateway.store import store_from_url
 from gateway.store.base import Store
 from gateway.store.health import StoreHealth
@@ -35,7 +37,10 @@ from gateway.tasks.service import TaskService
 from gateway.tasks.worker import Worker
 from providers.registry import spec_for
 
-__all__ = ["Runtime", "open_artifacts", "open_resources", "open_worker"]
+__all__ = ["RETIRE_SECONDS", "Runtime", "open_artifacts", "open_resources", "open_worker"]
+
+RETIRE_SECONDS = 600.0
+"""How long a retired generation of providers stays open at least (then until unleased)."""
 
 _log = get_logger("gateway.app.resources")
 
@@ -45,12 +50,14 @@ class Runtime:
     builds a `Resources` for each version of the routing file (`configure`).
 
     A reload builds new providers, router and services around the same store; requests that
-    started on the previous `Resources` finish on it, and its providers are closed
-    `retire_seconds` later (or at shutdown), so no in-flight call loses its connection.
+    started on the previous `Resources` finish on it, and its providers are closed once
+    `retire_seconds` have passed and no call, stream or task holds a lease on them
+    (`gateway.app.generations`), or at shutdown: nothing in flight loses its connection.
+    One scrubber masks the credentials of every open generation's providers.
     """
 
     def __init__(
-        self, settings: Settings, metrics: Metrics, *, retire_seconds: float = 600.0
+        self, settings: Settings, metrics: Metrics, *, retire_seconds: float = RETIRE_SECONDS
     ) -> None:
         self.settings = settings
         self.metrics = metrics
@@ -60,11 +67,10 @@ class Runtime:
         self.health = StoreHealth(self.store)
         self.breakers = Breakers()
         self.blobs = blob_store_from_url(settings.artifacts_url, settings.resolved_artifacts_dir)
-        self._retire_seconds = retire_seconds
-        self._generations: list[dict[str, Any]] = []
+        self.scrubber = Scrubber()
+        self.generations = Generations(grace_seconds=retire_seconds)
         self._worker: Worker | None = None
         self._sweeper: asyncio.Task[None] | None = None
-        self._retiring: set[asyncio.Task[None]] = set()
         self.current: Resources | None = None
 
     async def open(self) -> None:
@@ -81,10 +87,10 @@ class Runtime:
             for name, entry in config.providers.items():
                 providers[name] = spec_for(entry.kind).create(name, entry.options)
         except BaseException:
-            await _close_providers(providers)
+            await close_providers(providers)
             raise
         # One breaker registry for the process: a reload keeps what it knows of each upstream.
-        router = Router(config, providers, breakers=self.breakers)
+        router = Router(config, providers, breakers=self.breakers, scrubber=self.scrubber)
         metrics = self.metrics
         apply_task_retention(store, config.file.gateway)
         artifacts = open_artifacts(settings, config, store, self.blobs, metrics)
@@ -93,12 +99,7 @@ class Runtime:
             self._worker.start()
         else:
             self._worker.use(router, artifacts, config.file.gateway)
-        previous = self._generations[-1] if self._generations else None
-        self._generations.append(providers)
-        if previous is not None:
-            task = asyncio.get_running_loop().create_task(self._retire(previous))
-            self._retiring.add(task)
-            task.add_done_callback(self._retiring.discard)
+        self.generations.add(providers, router)
         self.current = Resources(
             admin_token_hash=settings.admin_token_hash,
             config=config,
@@ -132,22 +133,12 @@ class Runtime:
     async def close(self) -> None:
         if self._sweeper is not None:
             self._sweeper.cancel()
-        for task in list(self._retiring):
-            task.cancel()
         if self._worker is not None:
             await self._worker.close()
         await self.finisher.close()
-        for providers in self._generations:
-            await _close_providers(providers)
-        self._generations.clear()
+        await self.generations.close()
         await close_blob_store(self.blobs)
         await self.store.close()
-
-    async def _retire(self, providers: dict[str, Any]) -> None:
-        await asyncio.sleep(self._retire_seconds)
-        if providers in self._generations:
-            self._generations.remove(providers)
-            await _close_providers(providers)
 
     async def _sweep(self, every: float = 60.0) -> None:
         """Retention, at start and then once a minute: expired artifacts (and what crashed
@@ -190,16 +181,6 @@ async def open_resources(
         yield runtime
     finally:
         await runtime.close()
-
-
-async def _close_providers(providers: dict[str, Any]) -> None:
-    for provider in providers.values():
-        try:
-            await provider.close()
-        except Exception as exc:
-            _log.warning(
-                "provider_close_failed", provider=getattr(provider, "name", "?"), error=repr(exc)
-            )
 
 
 def open_artifacts(

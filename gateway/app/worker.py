@@ -10,13 +10,13 @@ lease runs out.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import sys
 from typing import Any
 
-from gateway.app.resources import open_artifacts, open_worker
+from gateway.app.generations import Generations
+from gateway.app.resources import RETIRE_SECONDS, open_artifacts, open_worker
 from gateway.app.settings import Settings
 from gateway.artifacts.store_url import blob_store_from_url, close_blob_store, open_blob_store
 from gateway.billing.money import UNITS_PER_CREDIT
@@ -25,6 +25,7 @@ from gateway.config.loader import GatewayConfig
 from gateway.metrics import open_metrics
 from gateway.routing.breakers import Breakers
 from gateway.routing.resolver import Router
+from gateway.routing.secrets import Scrubber
 from gateway.store import store_from_url
 from gateway.tasks.retention import apply_task_retention
 from providers.registry import spec_for
@@ -43,11 +44,14 @@ async def _run(settings: Settings, config: GatewayConfig) -> None:
     apply_task_retention(store, config.file.gateway)  # the tasks this process ends
     blobs = blob_store_from_url(settings.artifacts_url, settings.resolved_artifacts_dir)
     await store.open()
-    generations: list[dict[str, Any]] = []
+    generations = Generations(grace_seconds=RETIRE_SECONDS)
+    scrubber = Scrubber()
     try:
         await open_blob_store(blobs)
         breakers = Breakers()
-        router = Router(config, _providers(config, generations), breakers=breakers)
+        providers = _providers(config)
+        router = Router(config, providers, breakers=breakers, scrubber=scrubber)
+        generations.add(providers, router)
         # A worker serves no /metrics: its values reach a gateway's scrape only through the
         # multiprocess folder the two share on one host.
         shared = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
@@ -58,8 +62,11 @@ async def _run(settings: Settings, config: GatewayConfig) -> None:
         worker = open_worker(settings, config, store, router, artifacts, metrics)
 
         async def apply(new: GatewayConfig) -> None:
-            # Tasks under way finish with the providers they started with (closed at exit).
-            router = Router(new, _providers(new, generations), breakers=breakers)
+            # Tasks under way finish with the providers they started with: those close once
+            # the last of them ends (`Generations`).
+            providers = _providers(new)
+            router = Router(new, providers, breakers=breakers, scrubber=scrubber)
+            generations.add(providers, router)
             artifacts = open_artifacts(settings, new, store, blobs, metrics)
             apply_task_retention(store, new.file.gateway)
             worker.use(router, artifacts, new.file.gateway)
@@ -81,18 +88,13 @@ async def _run(settings: Settings, config: GatewayConfig) -> None:
         await watcher.close()
         await worker.close()
     finally:
-        for providers in generations:
-            for provider in providers.values():
-                with contextlib.suppress(Exception):
-                    await provider.close()
+        await generations.close()
         await close_blob_store(blobs)
         await store.close()
 
 
-def _providers(config: GatewayConfig, generations: list[dict[str, Any]]) -> dict[str, Any]:
-    providers = {
+def _providers(config: GatewayConfig) -> dict[str, Any]:
+    return {
         name: spec_for(entry.kind).create(name, entry.options)
         for name, entry in config.providers.items()
     }
-    generations.append(providers)
-    return providers

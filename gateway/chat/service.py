@@ -190,9 +190,19 @@ class ChatService:
             if 0 < admitted.hold_units < plan.hold_units:  # wallet-bounded: ask what it pays
                 plan.hold_granted(admitted.hold_units)
                 call = msgspec.structs.replace(call, tokens_reserved=admitted.tokens_reserved)
-            return await self._run(
-                call, plan, tenant.credits_per_usd, body_size, dialect, native, rate, started
-            )
+            lease = choice.routes[0].lease()  # a reload closes the providers after it ends
+            try:
+                outcome = await self._run(
+                    call, plan, tenant.credits_per_usd, body_size, dialect, native, rate, started
+                )
+            except BaseException:
+                lease.release()
+                raise
+            if isinstance(outcome, ChatStreaming) and isinstance(outcome.events, StreamJob):
+                outcome.events.keep(lease)  # let go when the stream is closed
+            else:
+                lease.release()
+            return outcome
         except Exception as exc:
             error = as_gateway_error(exc)  # anything else is a fault of the gateway's own: 500
             if error.model is None:

@@ -30,6 +30,7 @@ from gateway.chat.outcomes import reply_headers
 from gateway.chat.plan import ChatPlan
 from gateway.chat.usage import Charge, Delivered, charge_for, output_limit, usage_fields
 from gateway.logging import get_logger
+from gateway.routing.leases import Lease
 from gateway.routing.resolver import Route
 from gateway.routing.upstream_errors import as_gateway_error
 from gateway.store.base import Call, StoredReply
@@ -89,6 +90,11 @@ class StreamJob:
         self._kept: list[bytes] | None = [] if call.idempotency is not None else None
         self.gone = False
         self._frame = self._frame_native if native else self.frame
+        self._lease: Lease | None = None
+
+    def keep(self, lease: Lease) -> None:
+        """Hold `lease` (on the route's providers) until the stream is closed."""
+        self._lease = lease
 
     async def prefetch(self) -> None:
         """Raises (and the caller releases) when the upstream fails before its first chunk."""
@@ -226,8 +232,11 @@ class StreamJob:
         await self.close()
 
     async def close(self) -> None:
-        """Close the upstream request (again is fine)."""
+        """Close the upstream request (again is fine), and let the providers go."""
         try:
             await self._upstream.aclose()
         except Exception as exc:
             _log.warning("upstream_close_failed", error=repr(exc))
+        finally:
+            if self._lease is not None:
+                self._lease.release()

@@ -24,9 +24,10 @@ from gateway.config.schema import (
 from gateway.errors import InvalidRequest, ModelUnavailable, NotFound
 from gateway.routing.breakers import Breakers, BreakerSettings, BreakerState
 from gateway.routing.fallback import RetryPolicy
+from gateway.routing.leases import Leases
 from gateway.routing.policy import NO_NEEDS, Policy
 from gateway.routing.route import Choice, Route
-from gateway.routing.secrets import Scrubber, provider_secrets
+from gateway.routing.secrets import Scrubber, sinks_of
 
 __all__ = ["NO_NEEDS", "Choice", "ModelNotFound", "Route", "Router"]
 
@@ -46,15 +47,24 @@ class Router:
         clock: Clock = monotonic,
         rng: random.Random | None = None,
         breakers: Breakers | None = None,
+        scrubber: Scrubber | None = None,
     ) -> None:
         """`breakers`: give the previous router's to keep the upstreams' state across a
-        reload (their clock is then theirs); `rng` draws weighted orders and jitter."""
+        reload (their clock is then theirs); `rng` draws weighted orders and jitter;
+        `scrubber`: the process's, which then watches these providers' credentials too."""
         routing = config.file.routing
         self._config = config
         self._rng = rng or random.Random()
         self._breakers = breakers or Breakers(clock)
-        self.scrubber = Scrubber(provider_secrets(config))
+        sinks = sinks_of(providers.values())
+        if scrubber is None:
+            scrubber = Scrubber(sinks=sinks)
+        else:
+            scrubber.watch(sinks)
+        self.scrubber = scrubber
         """Masks upstream credentials in provider errors (see `Route.scrub`)."""
+        self.leases = Leases()
+        """Who uses these providers now (`Route.lease`): a reload closes them once none."""
         settings = BreakerSettings(
             failure_threshold=routing.breaker.failure_threshold,
             open_seconds=float(routing.breaker.open_seconds),
@@ -66,6 +76,7 @@ class Router:
                 breaker=self._breakers.get(model.provider, settings),
                 note=f"auto; picked={model.id}",
                 scrubber=self.scrubber,
+                leases=self.leases,
             )
             for model in config.models.values()
             if model.provider in providers

@@ -9,6 +9,7 @@ from typing import Any
 from gateway.config.schema import ModelEntry
 from gateway.routing.breakers import Breaker
 from gateway.routing.fallback import RetryPolicy
+from gateway.routing.leases import Lease, Leases
 from gateway.routing.secrets import Scrubber
 from providers.base import ChatProvider
 
@@ -27,10 +28,16 @@ class Route:
     """`x-gateway-route` when `auto` picked this model and it answered at once."""
     scrubber: Scrubber = field(default_factory=Scrubber, compare=False, repr=False)
     """Masks the gateway's upstream credentials in what a failed call reports."""
+    leases: Leases = field(default_factory=Leases, compare=False, repr=False)
+    """The leases of the generation of providers this route belongs to (its router's)."""
 
     def scrub(self, exc: BaseException) -> None:
         """Call first where a provider error is caught: its message may quote a credential."""
         self.scrubber.error(exc)
+
+    def lease(self) -> Lease:
+        """Keep the provider open until the lease is let go (a reload closes it after)."""
+        return self.leases.take()
 
     @property
     def chat(self) -> ChatProvider:

@@ -25,6 +25,7 @@ from gateway.config.schema import GatewaySection
 from gateway.errors import GatewayError, StoreUnavailable
 from gateway.logging import get_logger
 from gateway.metrics import DisabledMetrics, Metrics
+from gateway.routing.leases import Lease
 from gateway.routing.resolver import Route, Router
 from gateway.routing.upstream_errors import as_gateway_error
 from gateway.store.base import Store, TaskFinal, TaskProgress, TaskRecord
@@ -126,8 +127,11 @@ class Worker:
     async def _run(self, task: TaskRecord) -> TaskFinal:
         if task.cancel_requested_at is not None:
             return _ended(task, "canceled", None)
+        router = self._router
+        lease: Lease | None = None
         try:
-            route = self._router.route_of(task.resolved_model)
+            route = router.route_of(task.resolved_model)
+            lease = route.lease()  # a reload closes the provider only once the task is over
             control = _Control(self, task)
             await control.checkpoint(1.0, "preparing", "reading reference inputs")
             references = await self._references(task)
@@ -139,7 +143,7 @@ class Worker:
         except (_Lost, asyncio.CancelledError):
             raise
         except (ProviderError, GatewayError) as exc:
-            self._router.scrubber.error(exc)  # the upstream's words may quote a credential
+            router.scrubber.error(exc)  # the upstream's words may quote a credential
             error = as_gateway_error(exc)
             detail = (
                 f"{error.details[0].field}: {error.details[0].message}" if error.details else ""
@@ -151,6 +155,9 @@ class Worker:
         except Exception as exc:
             _log.error("task_crashed", task_id=task.task_id, error=repr(exc))
             return _ended(task, "failed", _error("internal_error", "The task failed.", True))
+        finally:
+            if lease is not None:
+                lease.release()
 
     async def _references(self, task: TaskRecord) -> list[MediaInput]:
         """Fetch URL references into artifacts (rewriting the task's input); each becomes a

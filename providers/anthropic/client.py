@@ -26,6 +26,7 @@ from providers.anthropic.stream import AnthropicChatStream
 from providers.anthropic.translate import completion_from_bytes
 from providers.base import ChatCompletion
 from providers.errors import ProviderError
+from providers.secrets import SecretSink
 from providers.upstream import Upstream, key_header
 
 __all__ = ["AnthropicProvider", "create"]
@@ -97,6 +98,11 @@ class AnthropicProvider:
         return messages_request(
             body, default_max_tokens=self._default_max_tokens, stream=stream, cache=cache
         )
+
+    @property
+    def secrets(self) -> SecretSink:
+        """The credentials it sends, for the gateway to mask (`providers.secrets`)."""
+        return self._upstream.secrets
 
     async def close(self) -> None:
         await self._upstream.close()

@@ -6,18 +6,21 @@
                          [&client_id=...] with `Metadata: true`
 
 Both answers are `{access_token, expires_in}`; `providers.tokens` keeps the token and renews it
-before it runs out, and `sign` puts it on each request as `Authorization: Bearer`.
+before it runs out, and `sign` puts it on each request as `Authorization: Bearer`. The client
+secret and each token are reported to the provider's `SecretSink`.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Awaitable, Callable
 
 import msgspec
 from yarl import URL
 
 from providers.azure_openai.options import EntraOptions, Options
+from providers.secrets import SecretSink
 from providers.tokens import BearerSigner, RefreshingToken, Token, exchange
 from providers.upstream import Upstream
 
@@ -32,7 +35,13 @@ EntraSigner = BearerSigner
 """The signer `entra_signer` makes (`providers.tokens.BearerSigner`)."""
 
 
-def entra_signer(options: Options, entra: EntraOptions) -> EntraSigner:
+def entra_signer(
+    options: Options,
+    entra: EntraOptions,
+    *,
+    secrets: SecretSink | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> EntraSigner:
     """The signer for `entra` (inside the running loop); ValueError when its secret's variable
     is unset (config check names it first)."""
     secret = None
@@ -43,13 +52,15 @@ def entra_signer(options: Options, entra: EntraOptions) -> EntraSigner:
                 f"entra.client_secret_env: environment variable {entra.client_secret_env!r}"
                 " is not set"
             )
+    sink = SecretSink() if secrets is None else secrets
+    sink.hold(secret)
     # The token endpoint gets a session of its own: none of the upstream's extra headers.
     endpoint = Upstream(msgspec.structs.replace(options, extra_headers={}), {})
     if secret is None:
         fetch = _managed_identity(endpoint, entra)
     else:
         fetch = _client_credentials(endpoint, entra, secret)
-    return EntraSigner(RefreshingToken(fetch), endpoint)
+    return EntraSigner(RefreshingToken(fetch, clock=clock, secrets=sink), endpoint)
 
 
 def _client_credentials(endpoint: Upstream, entra: EntraOptions, secret: str) -> _Fetch:

@@ -21,6 +21,7 @@ from providers.openai.stream import OpenAIChatStream
 from providers.openai.translate import completion_from_bytes
 from providers.openai_compatible.request import RequestShape
 from providers.openai_compatible.stream import FilteredStream
+from providers.secrets import SecretSink
 from providers.upstream import Upstream, key_header
 
 __all__ = ["AzureOpenAIProvider", "create"]
@@ -32,13 +33,19 @@ def create(name: str, options: Options) -> AzureOpenAIProvider:
     """Build the provider (inside the running loop); ValueError when a credential is
     misconfigured (an unset variable)."""
     headers = {"Content-Type": "application/json"}
+    secrets = SecretSink()
     signer: EntraSigner | None = None
     if options.entra is not None:
-        signer = entra_signer(options, options.entra)
+        signer = entra_signer(options, options.entra, secrets=secrets)
     else:
         headers |= key_header(options, "api-key")
     upstream = Upstream(
-        options, headers, errors=error_for_azure_response, not_a_stream=not_a_stream, sign=signer
+        options,
+        headers,
+        errors=error_for_azure_response,
+        not_a_stream=not_a_stream,
+        sign=signer,
+        secrets=secrets,
     )
     return AzureOpenAIProvider(name, options, upstream, signer)
 
@@ -58,6 +65,10 @@ class AzureOpenAIProvider:
         )
         self._v1 = options.url("/openai/v1/chat/completions")
         self._urls: dict[str, URL] = {}
+
+    @property
+    def secrets(self) -> SecretSink:
+        return self._upstream.secrets
 
     async def complete(self, body: dict[str, Any]) -> ChatCompletion:
         url, payload = self._request(body)

@@ -24,6 +24,7 @@ from providers.bedrock.options import Options
 from providers.bedrock.request import converse_request
 from providers.bedrock.stream import BedrockChatStream
 from providers.bedrock.translate import completion_from_bytes
+from providers.secrets import SecretSink
 from providers.upstream import Upstream, key_header
 
 __all__ = ["BedrockProvider", "create"]
@@ -37,8 +38,11 @@ def create(name: str, options: Options) -> BedrockProvider:
     """Build the provider (inside the running loop); ValueError when `api_key_env` is unset.
     The AWS credential chain is resolved on the first call."""
     key = key_header(options, "Authorization", "Bearer ")
-    signer = None if key else SigV4Signer(options.region, options.profile)
-    upstream = Upstream(options, key, errors=error_for_bedrock_response, sign=signer)
+    secrets = SecretSink()
+    signer = None if key else SigV4Signer(options.region, options.profile, secrets=secrets)
+    upstream = Upstream(
+        options, key, errors=error_for_bedrock_response, sign=signer, secrets=secrets
+    )
     return BedrockProvider(name, options, upstream)
 
 
@@ -52,6 +56,10 @@ class BedrockProvider:
         self._cache_points = frozenset(options.cache_points)
         self._storage_prefixes = options.allowed_storage_prefixes
         self._urls: dict[str, tuple[URL, URL, bool]] = {}
+
+    @property
+    def secrets(self) -> SecretSink:
+        return self._upstream.secrets
 
     async def complete(self, body: dict[str, Any]) -> ChatCompletion:
         model = str(body.get("model", ""))

@@ -19,11 +19,18 @@ Signing covers the method, the URL, the body's SHA-256 and the headers the reque
 (`Content-Type` among them): the signer is called with them and adds `X-Amz-Date`,
 `X-Amz-Security-Token` (temporary credentials) and `Authorization`. Its cost is a few HMACs
 per call, about 0.1 ms.
+
+The credentials each call is signed with (the access key id, the secret, the session token)
+are reported to the provider's `SecretSink` (`providers.secrets`) as they are found or renewed:
+one tuple comparison per call while they stay the same. So are the chain's secrets in the
+environment from the start (`_ENVIRONMENT`: the container endpoint's token among them, which a
+failing endpoint may quote before any credentials are found).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
 from aiobotocore.session import AioSession  # type: ignore[import-untyped]
@@ -33,21 +40,28 @@ from botocore.exceptions import BotoCoreError  # type: ignore[import-untyped]
 from yarl import URL
 
 from providers.errors import ProviderError
+from providers.secrets import SecretSink
 
 __all__ = ["SigV4Signer"]
 
 _SERVICE = "bedrock"
+_ENVIRONMENT = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_CONTAINER_AUTHORIZATION_TOKEN")
 _SIGNED = ("Authorization", "X-Amz-Date", "X-Amz-Security-Token")
 
 
 class SigV4Signer:
     """A `providers.upstream.RequestSigner` for one region, with the chain's credentials."""
 
-    __slots__ = ("_credentials", "_lock", "_profile", "_region")
+    __slots__ = ("_credentials", "_lock", "_profile", "_region", "_reported", "_secrets")
 
-    def __init__(self, region: str, profile: str | None = None) -> None:
+    def __init__(
+        self, region: str, profile: str | None = None, *, secrets: SecretSink | None = None
+    ) -> None:
         self._region = region
         self._profile = profile
+        self._secrets = SecretSink() if secrets is None else secrets
+        self._secrets.hold(*(os.environ.get(name) for name in _ENVIRONMENT))
+        self._reported: Any = None  # the credentials last reported to `_secrets`
         self._credentials: Any = None  # aiobotocore's (refreshable) credentials, once found
         self._lock = asyncio.Lock()
 
@@ -71,9 +85,13 @@ class SigV4Signer:
                 if credentials is None:
                     credentials = self._credentials = await self._resolve()
         try:
-            return await credentials.get_frozen_credentials()
+            frozen = await credentials.get_frozen_credentials()
         except BotoCoreError as exc:
             raise ProviderError(f"renewing the AWS credentials failed: {exc}") from exc
+        if frozen != self._reported:  # three string comparisons while they stay the same
+            self._secrets.renewed("aws", frozen.access_key, frozen.secret_key, frozen.token)
+            self._reported = frozen
+        return frozen
 
     async def _resolve(self) -> Any:
         try:

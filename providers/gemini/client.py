@@ -20,6 +20,7 @@ from providers.gemini.options import Options
 from providers.gemini.request import gemini_request
 from providers.gemini.stream import GeminiChatStream
 from providers.gemini.translate import completion_from_bytes
+from providers.secrets import SecretSink
 from providers.upstream import Upstream, key_header
 
 __all__ = ["GeminiProvider", "GenerateContentProvider", "create"]
@@ -72,6 +73,11 @@ class GenerateContentProvider:
         payload = _encode(gemini_request(body, **self._extras))
         response = await self._upstream.stream(self._url(model)[1], payload)
         return await GeminiChatStream(response, model).start()
+
+    @property
+    def secrets(self) -> SecretSink:
+        """The credentials it sends, for the gateway to mask (`providers.secrets`)."""
+        return self._upstream.secrets
 
     async def close(self) -> None:
         await self._upstream.close()

@@ -19,6 +19,7 @@ from providers.openai.images import OpenAIImages
 from providers.openai.options import Options
 from providers.openai.stream import OpenAIChatStream
 from providers.openai.translate import completion_from_bytes
+from providers.secrets import SecretSink
 from providers.upstream import Upstream, key_header
 
 __all__ = ["OpenAIProvider", "create"]
@@ -52,6 +53,11 @@ class OpenAIProvider:
 
     async def generate_images(self, request: ImageRequest, control: TaskControl) -> ImageResult:
         return await self._images.generate(request, control)
+
+    @property
+    def secrets(self) -> SecretSink:
+        """The credentials it sends, for the gateway to mask (`providers.secrets`)."""
+        return self._upstream.secrets
 
     async def close(self) -> None:
         await self._upstream.close()

@@ -18,6 +18,7 @@ from providers.openai.translate import completion_from_bytes
 from providers.openai_compatible.options import Options
 from providers.openai_compatible.request import RequestShape
 from providers.openai_compatible.stream import FilteredStream
+from providers.secrets import SecretSink
 from providers.upstream import Upstream, key_header
 
 __all__ = ["OpenAICompatibleProvider", "create"]
@@ -55,6 +56,11 @@ class OpenAICompatibleProvider:
         response = await self._upstream.stream(self._url, payload)
         inner = await OpenAIChatStream(response).start()
         return FilteredStream(inner)
+
+    @property
+    def secrets(self) -> SecretSink:
+        """The credentials it sends, for the gateway to mask (`providers.secrets`)."""
+        return self._upstream.secrets
 
     async def close(self) -> None:
         await self._upstream.close()

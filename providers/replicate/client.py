@@ -55,6 +55,7 @@ from providers.replicate.translate import (
     passing_failure,
     prediction_input,
 )
+from providers.secrets import SecretSink
 from providers.upstream import Upstream, key_header
 
 __all__ = ["ReplicateProvider", "create"]
@@ -128,6 +129,11 @@ class ReplicateProvider:
             percent = 90.0 + 9.0 * (take + 1) / len(urls)
             await control.checkpoint(percent, "downloading", f"clip {take + 1} of {len(urls)}")
         return MusicResult(clips=clips)
+
+    @property
+    def secrets(self) -> SecretSink:
+        """The credentials it sends, for the gateway to mask (`providers.secrets`)."""
+        return self._upstream.secrets
 
     async def close(self) -> None:
         await self._upstream.close()

@@ -18,6 +18,7 @@ from yarl import URL
 
 from providers.gemini.client import GenerateContentProvider
 from providers.gemini.errors import error_for_gemini_response
+from providers.secrets import SecretSink
 from providers.upstream import Upstream
 from providers.vertex.credentials import GoogleSigner, google_signer
 from providers.vertex.options import Options
@@ -28,14 +29,20 @@ __all__ = ["VertexProvider", "create"]
 def create(name: str, options: Options) -> VertexProvider:
     """Build the provider (inside the running loop); ValueError when the credentials file is
     missing or wrong. The first token is fetched on the first call."""
+    secrets = SecretSink()
     signer = google_signer(
         options,
         credentials_file=options.credentials_file,
         token_url=options.token_url,
         metadata_url=options.metadata_url,
+        secrets=secrets,
     )
     upstream = Upstream(
-        options, {"Content-Type": "application/json"}, errors=error_for_gemini_response, sign=signer
+        options,
+        {"Content-Type": "application/json"},
+        errors=error_for_gemini_response,
+        sign=signer,
+        secrets=secrets,
     )
     return VertexProvider(name, options, upstream, signer)
 

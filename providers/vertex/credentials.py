@@ -14,7 +14,9 @@ The token endpoint is the file's `token_uri` (Google's `https://oauth2.googleapi
 unless `token_url` says otherwise, and the metadata server's URL is `metadata_url` when set, so
 tests point both at fakes. Signing uses `cryptography` (PKCS#1 v1.5 with SHA-256); nothing
 else here is cryptography. `providers.tokens` keeps the token and renews it before it runs
-out; `GoogleSigner` puts it on each request as `Authorization: Bearer`.
+out; `GoogleSigner` puts it on each request as `Authorization: Bearer`. What it holds and
+obtains is reported to the provider's `SecretSink`: the private key, the client secret and
+refresh token, each signed JWT assertion and each access token.
 
 `credential_problems` is what `gateway config check` reads of the same sources: a file that
 is missing, not JSON, of another type, short of a field, or whose key does not load.
@@ -38,6 +40,7 @@ from yarl import URL
 
 from providers.errors import ProviderError
 from providers.options import HttpOptions
+from providers.secrets import SecretSink
 from providers.tokens import BearerSigner, RefreshingToken, Token, exchange
 from providers.upstream import Upstream
 
@@ -101,6 +104,7 @@ def google_signer(
     environ: Mapping[str, str] | None = None,
     clock: Callable[[], float] = time.monotonic,
     now: Callable[[], float] = time.time,
+    secrets: SecretSink | None = None,
 ) -> GoogleSigner:
     """The signer for the configured credentials (inside the running loop); ValueError when
     the credentials file is missing or wrong (config check names it first). `options` are
@@ -108,6 +112,7 @@ def google_signer(
     env = os.environ if environ is None else environ
     _, path = credentials_source(credentials_file, env)
     info = _load(path) if path is not None else None  # refused before any session opens
+    sink = SecretSink() if secrets is None else secrets
     # The token endpoint gets a session of its own: none of the upstream's extra headers.
     endpoint = Upstream(msgspec.structs.replace(options, extra_headers={}), {})
     fetch: _Fetch
@@ -116,10 +121,12 @@ def google_signer(
     else:
         url = URL(token_url or info.get("token_uri") or TOKEN_URL)
         if info["type"] == "service_account":
-            fetch = _service_account(endpoint, info, url, now)
+            sink.hold(info["private_key"])
+            fetch = _service_account(endpoint, info, url, now, sink)
         else:
+            sink.hold(info["client_secret"], info["refresh_token"])
             fetch = _authorized_user(endpoint, info, url)
-    return GoogleSigner(RefreshingToken(fetch, clock=clock), endpoint)
+    return GoogleSigner(RefreshingToken(fetch, clock=clock, secrets=sink), endpoint)
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -182,10 +189,15 @@ def jwt(info: Mapping[str, Any], audience: str, issued_at: float) -> str:
 
 
 def _service_account(
-    endpoint: Upstream, info: dict[str, Any], token_url: URL, now: Callable[[], float]
+    endpoint: Upstream,
+    info: dict[str, Any],
+    token_url: URL,
+    now: Callable[[], float],
+    secrets: SecretSink,
 ) -> _Fetch:
     async def fetch() -> Token:
         assertion = jwt(info, str(token_url), now())
+        secrets.renewed("assertion", assertion)
         return await exchange(
             endpoint, token_url, {"grant_type": _JWT_GRANT, "assertion": assertion}
         )

@@ -7,7 +7,8 @@ A real aiohttp server on 127.0.0.1 and a free port; point botocore at it with
 
 Each hands out the next of `credentials` (rotating keys), valid for `lifetime` seconds, and
 counts the requests it served (`container_requests`, `imds_requests`), so a test sees when
-botocore came back to renew them.
+botocore came back to renew them. With `echo` the container endpoint refuses every request
+with 401, quoting the `Authorization` token it was sent.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class FakeAwsMetadata(FakeServer[str, None]):
         self.authorization = authorization  # what the container endpoint wants, if anything
         self.container_requests = 0
         self.imds_requests = 0
+        self.echo = False
         self._imds_token = "imds-session-token"
 
     @property
@@ -72,6 +74,8 @@ class FakeAwsMetadata(FakeServer[str, None]):
     async def _container(self, request: web.Request) -> web.Response:
         self.requests.append(request.path)
         given = request.headers.get("Authorization")
+        if self.echo:
+            return web.json_response({"message": f"unauthorized token {given}"}, status=401)
         if self.authorization is not None and given != self.authorization:
             return web.json_response({"message": "unauthorized"}, status=401)
         self.container_requests += 1

@@ -11,7 +11,10 @@ server on 127.0.0.1 and a free port. Chat answers and streams are the OpenAI fak
         fake.enqueue(Reply(body=...)); fake.calls[0] == ("deployments", "gpt4o", "2024-10-21")
 
 A call must carry the `api-key` the fake knows, or a bearer token it issued (and that has not
-expired), else Azure's 401. A deployment path without `api-version` gets Azure's 404 body.
+expired: `expire_all()` revokes them), else Azure's 401. A deployment path without
+`api-version` gets Azure's 404 body. With `echo_headers` a call is answered 400 quoting its
+`api-key` and `Authorization` headers; with `echo_grants` the token endpoint refuses with the
+form it was sent (the client secret) in `error_description`.
 """
 
 from __future__ import annotations
@@ -82,6 +85,14 @@ class FakeAzure(FakeOpenAI):
         self.calls: list[tuple[str, str, str | None]] = []  # (api, deployment, api-version)
         self.entra_requests: list[EntraRequest] = []
         self._issued: dict[str, float] = {}
+        self.echo_headers = False
+        self.echo_grants = False
+        self.unauthorized = 0
+
+    def expire_all(self) -> None:
+        """Every token issued so far stops working."""
+        for token in self._issued:
+            self._issued[token] = 0.0
 
     @property
     def tokens_issued(self) -> int:
@@ -108,11 +119,17 @@ class FakeAzure(FakeOpenAI):
 
     async def _authorized(self, request: web.Request) -> web.StreamResponse:
         key = request.headers.get("api-key")
-        bearer = request.headers.get("Authorization", "").removeprefix("Bearer ")
-        expires = self._issued.get(bearer)
+        authorization = request.headers.get("Authorization", "")
+        if self.echo_headers:
+            await request.read()
+            quoted = f"api-key={key}, Authorization={authorization}"
+            message = f"Invalid request headers: {quoted}"
+            return _json(400, {"error": {"code": "BadRequest", "message": message}})
+        expires = self._issued.get(authorization.removeprefix("Bearer "))
         if (self.api_key is None or key != self.api_key) and (
             expires is None or expires <= time.time()
         ):
+            self.unauthorized += 1
             await request.read()
             return _json(
                 401,
@@ -131,6 +148,11 @@ class FakeAzure(FakeOpenAI):
         form = dict(parse_qsl((await request.read()).decode()))
         self.entra_requests.append(self._seen(request, form))
         wanted = self.entra
+        if self.echo_grants:
+            quoted = ", ".join(f"{name}={value}" for name, value in sorted(form.items()))
+            return _json(
+                401, {"error": "invalid_client", "error_description": f"AADSTS7000215: {quoted}"}
+            )
         if wanted is None or (form.get("client_id"), form.get("client_secret")) != wanted:
             return _json(
                 401,

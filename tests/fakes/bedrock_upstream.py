@@ -16,7 +16,9 @@ secret: a request whose body or headers differ from what was signed gets 403
 `InvalidSignatureException`, as from AWS. `credentials` is one (access key, secret[, session
 token]) or a list of them (rotated ones), `signed_by` lists the access key of each request
 that passed. With `credentials=None` nothing is checked; with
-`bearer` a Bedrock API key is expected instead.
+`bearer` a Bedrock API key is expected instead. With `echo_headers` a signed call is answered
+400 `ValidationException` quoting its `Authorization` (the access key id) and
+`X-Amz-Security-Token` headers, as a verbose proxy might.
 """
 
 from __future__ import annotations
@@ -212,6 +214,7 @@ class FakeBedrock(FakeServer[RecordedRequest, Reply | StreamReply | Disconnect])
         self.bearer = bearer
         self.text = text
         self.signatures_checked = 0
+        self.echo_headers = False
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/model/{model}/{operation}", self._call)
@@ -222,6 +225,12 @@ class FakeBedrock(FakeServer[RecordedRequest, Reply | StreamReply | Disconnect])
         refused = self._refuse(request, recorded)
         if refused is not None:
             return refused
+        if self.echo_headers:
+            quoted = ", ".join(
+                f"{name}={request.headers.get(name)}"
+                for name in ("Authorization", "X-Amz-Security-Token")
+            )
+            return _error(400, "ValidationException", f"Malformed request headers: {quoted}")
         operation = request.match_info["operation"]
         if operation not in ("converse", "converse-stream"):
             return _error(404, "UnknownOperationException", f"unknown operation {operation}")

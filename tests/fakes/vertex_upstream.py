@@ -14,8 +14,13 @@ RS256 signature with the key's public half, `iss` the account's email, `aud` the
 `GET /computeMetadata/v1/instance/service-accounts/default/token` answers with
 `Metadata-Flavor: Google`. Model calls (`/v1/projects/<p>/locations/<l>/publishers/google/
 models/<model>:generateContent`, or `.../endpoints/<id>:...` for a tuned model) need a
-token it issued and has not expired (`expires_in` per token, `expire_all()` to revoke), else
-Google's 401 `UNAUTHENTICATED`.
+token it issued and has not expired (`expires_in` per token, `expire_all()` to revoke,
+`refuse_all` to refuse every token, new ones too), else Google's 401 `UNAUTHENTICATED`.
+
+It can quote what it was sent, as a proxy or a verbose endpoint may: with `echo_headers` a
+model call is answered 400 `INVALID_ARGUMENT` naming the request's `Authorization` header, with
+`echo_grants` the token endpoint refuses each grant with its form (the signed JWT assertion,
+the client secret, the refresh token) in `error_description`.
 """
 
 from __future__ import annotations
@@ -142,6 +147,9 @@ class FakeVertex(FakeGemini):
         self.token_failures: list[int] = []  # statuses to answer the next token requests with
         self._tokens = _Tokens()
         self.unauthorized = 0
+        self.refuse_all = False
+        self.echo_headers = False
+        self.echo_grants = False
 
     @property
     def token_url(self) -> str:
@@ -176,8 +184,12 @@ class FakeVertex(FakeGemini):
 
     async def _model_call(self, request: web.Request) -> web.StreamResponse:
         authorization = request.headers.get("Authorization", "")
+        if self.echo_headers:
+            await request.read()
+            message = f"Invalid request headers: Authorization={authorization}"
+            return web.json_response(error_body(400, "INVALID_ARGUMENT", message), status=400)
         issued = self._tokens.issued.get(authorization.removeprefix("Bearer "))
-        if issued is None or issued.expires_at <= time.time():
+        if self.refuse_all or issued is None or issued.expires_at <= time.time():
             self.unauthorized += 1
             await request.read()
             body = error_body(
@@ -199,6 +211,13 @@ class FakeVertex(FakeGemini):
             seen.refused = f"scripted {status}"
             return web.json_response({"error": "internal_failure"}, status=status)
         grant = form.get("grant_type")
+        if self.echo_grants:
+            seen.refused = "echo"
+            quoted = ", ".join(f"{name}={value}" for name, value in sorted(form.items()))
+            return web.json_response(
+                {"error": "invalid_grant", "error_description": f"Bad grant: {quoted}"},
+                status=400,
+            )
         if grant == "urn:ietf:params:oauth:grant-type:jwt-bearer":
             claims, problem = self._verify(form.get("assertion", ""))
             seen.claims = claims

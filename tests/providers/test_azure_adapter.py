@@ -11,12 +11,19 @@ from typing import Any
 import pytest
 
 from providers.azure_openai import Options, create
+from providers.azure_openai.auth import entra_signer
+from providers.azure_openai.client import AzureOpenAIProvider
+from providers.azure_openai.errors import error_for_azure_response
 from providers.azure_openai.options import EntraOptions
 from providers.base import ChatProvider
 from providers.errors import ProviderError, UpstreamRejectedRequest, UpstreamUnavailable
+from providers.openai.errors import not_a_stream
+from providers.secrets import SecretSink
+from providers.upstream import Upstream
 from tests.fakes.azure_upstream import FakeAzure, Reply, StreamReply, azure_error
 from tests.fakes.recorded import load
 from tests.providers.adapter_checks import drain, run
+from tests.support.clock import Clock
 
 BODY: dict[str, Any] = {
     "model": "gpt-4o-prod",
@@ -116,6 +123,55 @@ def test_entra_client_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
             "Bearer eyJ0eXAi.fake-entra-1"
         }
         assert all("api-key" not in r.headers for r in fake.requests)
+
+    run(test)
+
+
+def test_a_revoked_entra_token_is_dropped_and_the_call_sent_once_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Azure answers 401 to a token revoked long before its renewal: dropped, a new one
+    fetched, the call sent again; the client secret and both tokens are reported."""
+    monkeypatch.setenv("AZURE_TEST_CLIENT_SECRET", "client-secret-value")
+    clock = Clock(100.0)
+
+    async def test() -> None:
+        async with FakeAzure(entra=("app-id", "client-secret-value")) as fake:
+            entra = EntraOptions(
+                tenant_id="tenant-1",
+                client_id="app-id",
+                client_secret_env="AZURE_TEST_CLIENT_SECRET",
+                token_url=fake.base_url + "/tenant-1/oauth2/v2.0/token",
+            )
+            options = Options(base_url=fake.base_url, api_version="2024-10-21", entra=entra)
+            secrets = SecretSink()
+            signer = entra_signer(options, entra, secrets=secrets, clock=clock)
+            upstream = Upstream(
+                options,
+                {"Content-Type": "application/json"},
+                errors=error_for_azure_response,
+                not_a_stream=not_a_stream,
+                sign=signer,
+                secrets=secrets,
+            )
+            provider = AzureOpenAIProvider("azure", options, upstream, signer)
+            try:
+                await provider.complete(BODY)
+                clock.advance(60)
+                fake.expire_all()
+                await provider.complete(BODY)
+                assert (fake.tokens_issued, fake.unauthorized) == (2, 1)
+                clock.advance(60)
+                fake.expire_all()
+                assert await _collect(provider, STREAM_BODY)
+                assert (fake.tokens_issued, fake.unauthorized) == (3, 2)
+            finally:
+                await provider.close()
+        assert {
+            "client-secret-value",
+            "eyJ0eXAi.fake-entra-2",
+            "eyJ0eXAi.fake-entra-3",
+        } <= secrets.values()
 
     run(test)
 

@@ -116,6 +116,42 @@ def test_with_no_usable_token_the_failure_is_raised() -> None:
     run(test)
 
 
+def test_calls_refused_together_share_one_renewal() -> None:
+    """Many calls met the 401 of one revoked token: the first drops it, the others see it
+    gone, and all of them wait for the same one exchange."""
+    clock = Clock(0.0)
+    source = Endpoint(Token("revoked", 3600), Token("fresh", 3600))
+    token = RefreshingToken(source, clock=clock)
+
+    async def test() -> None:
+        assert await token.value() == "revoked"
+        clock.advance(RETRY_SECONDS + 1)
+        assert all(token.refused("revoked") for _ in range(5))
+        renewed = await asyncio.gather(*(token.value() for _ in range(5)))
+        assert renewed == ["fresh"] * 5 and source.calls == 2
+        assert token.refused("revoked")  # an old token's 401: the current one is worth a try
+        assert await token.value() == "fresh" and source.calls == 2
+
+    run(test)
+
+
+def test_a_token_refused_right_after_its_fetch_is_kept() -> None:
+    clock = Clock(0.0)
+    source = Endpoint(Token("new", 3600), Token("newer", 3600))
+    token = RefreshingToken(source, clock=clock)
+
+    async def test() -> None:
+        assert await token.value() == "new"
+        clock.advance(RETRY_SECONDS - 1)
+        assert not token.refused("new")  # the credential is refused, not this token
+        assert await token.value() == "new" and source.calls == 1
+        clock.advance(2)
+        assert token.refused("new")
+        assert await token.value() == "newer" and source.calls == 2
+
+    run(test)
+
+
 async def _serve(handler: web.RequestHandler) -> tuple[web.AppRunner, str]:
     app = web.Application()
     app.router.add_route("*", "/token", handler)

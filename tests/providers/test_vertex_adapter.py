@@ -16,6 +16,7 @@ import pytest
 from providers.base import ChatProvider
 from providers.errors import ProviderError, UpstreamRejectedRequest, UpstreamUnavailable
 from providers.gemini.errors import error_for_gemini_response
+from providers.secrets import SecretSink
 from providers.tokens import REFRESH_MARGIN
 from providers.upstream import Upstream
 from providers.vertex import Options, create
@@ -190,9 +191,11 @@ def test_authorized_user_credentials_from_google_application_credentials(
                 await provider.complete(BODY)
             finally:
                 await provider.close()
+            reported = provider.secrets.values()  # for the gateway to mask
         (exchange,) = fake.token_requests
         assert exchange.form["grant_type"] == "refresh_token" and exchange.refused is None
         assert fake.requests[0].headers["authorization"] == "Bearer ya29.fake-1"
+        assert {user["client_secret"], user["refresh_token"], "ya29.fake-1"} <= reported
 
     run(test)
 
@@ -342,15 +345,119 @@ def test_vertex_errors_through_the_gemini_table(
     run(test)
 
 
-def test_a_token_vertex_no_longer_takes_is_a_credentials_error(key_file: Path) -> None:
+@asynccontextmanager
+async def clocked_vertex(
+    key_file: Path, clock: Clock
+) -> AsyncIterator[tuple[FakeVertex, VertexProvider, SecretSink]]:
+    """The adapter as `create` builds it, with its tokens on `clock`."""
+    async with FakeVertex(KEY) as fake:
+        options = Options(
+            base_url=fake.base_url,
+            project="test-project",
+            location="us-central1",
+            credentials_file=str(key_file),
+            token_url=fake.token_url,
+        )
+        secrets = SecretSink()
+        signer = google_signer(
+            options,
+            credentials_file=str(key_file),
+            token_url=fake.token_url,
+            clock=clock,
+            secrets=secrets,
+        )
+        upstream = Upstream(
+            options,
+            {"Content-Type": "application/json"},
+            errors=error_for_gemini_response,
+            sign=signer,
+            secrets=secrets,
+        )
+        provider = VertexProvider("vertex", options, upstream, signer)
+        try:
+            yield fake, provider, secrets
+        finally:
+            await provider.close()
+
+
+def test_a_revoked_token_is_dropped_and_the_call_sent_once_more(key_file: Path) -> None:
+    """Vertex answers 401 to a token it no longer takes (revoked, long before the gateway's
+    renewal ~55 minutes on): the token is dropped, a new one fetched, the call sent again;
+    whole answers and streams alike."""
+    clock = Clock(100.0)
+
     async def test() -> None:
-        async with vertex(key_file) as (fake, provider):
+        async with clocked_vertex(key_file, clock) as (fake, provider, _):
             await provider.complete(BODY)
+            clock.advance(60)
             fake.expire_all()
+            completion = await provider.complete(BODY)
+            assert completion.body["choices"][0]["message"]["content"] == fake.text
+            assert (fake.tokens_issued, fake.unauthorized) == (2, 1)
+            clock.advance(60)
+            fake.expire_all()
+            chunks: list[dict[str, Any]] = []
+            await drain(await provider.stream(STREAM_BODY), chunks)
+            assert chunks and (fake.tokens_issued, fake.unauthorized) == (3, 2)
+            await provider.complete(BODY)  # the new token serves the calls after
+        tokens = [r.headers["authorization"] for r in fake.requests]  # the answered calls
+        assert tokens == ["Bearer ya29.fake-1", "Bearer ya29.fake-2"] + ["Bearer ya29.fake-3"] * 2
+
+    run(test)
+
+
+def test_a_token_refused_again_is_the_credentials_error_after_one_retry(key_file: Path) -> None:
+    """A 401 to the new token too: the call fails after its one retry (no loop), and a token
+    refused within seconds of its fetch is kept: the credential itself is refused, and
+    fetching more would cost the token endpoint an exchange per call."""
+    clock = Clock(100.0)
+
+    async def test() -> None:
+        async with clocked_vertex(key_file, clock) as (fake, provider, _):
+            await provider.complete(BODY)
+            clock.advance(60)
+            fake.refuse_all = True
             with pytest.raises(ProviderError) as caught:
                 await provider.complete(BODY)
-        assert type(caught.value) is ProviderError and caught.value.upstream_status == 401
-        assert "credentials" in caught.value.message
+            assert type(caught.value) is ProviderError and caught.value.upstream_status == 401
+            assert "credentials" in caught.value.message
+            assert (fake.tokens_issued, fake.unauthorized) == (2, 2)
+            with pytest.raises(ProviderError):
+                await provider.complete(BODY)  # the fresh token is not dropped again
+            assert (fake.tokens_issued, fake.unauthorized) == (2, 3)
+
+    run(test)
+
+
+def test_other_refusals_keep_the_token(key_file: Path) -> None:
+    """Only a 401 drops the token: a 403 or a 400 is about the request or the project."""
+    clock = Clock(100.0)
+
+    async def test() -> None:
+        async with clocked_vertex(key_file, clock) as (fake, provider, _):
+            clock.advance(60)
+            fake.enqueue(Reply.error(403, "PERMISSION_DENIED", "Permission denied on resource"))
+            with pytest.raises(ProviderError):
+                await provider.complete(BODY)
+            await provider.complete(BODY)
+        assert fake.tokens_issued == 1 and len(fake.requests) == 2
+
+    run(test)
+
+
+def test_every_credential_the_adapter_holds_or_obtains_is_reported(key_file: Path) -> None:
+    """The private key, each signed JWT assertion and each access token, as they come."""
+    clock = Clock(100.0)
+
+    async def test() -> None:
+        async with clocked_vertex(key_file, clock) as (fake, provider, secrets):
+            assert KEY.info()["private_key"].strip() in secrets.values()
+            await provider.complete(BODY)
+            assertion = fake.token_requests[0].form["assertion"]
+            assert {assertion, "ya29.fake-1"} <= secrets.values()
+            clock.advance(3600)
+            await provider.complete(BODY)
+            assert "ya29.fake-2" in secrets.values()
 
     run(test)
 

@@ -1,15 +1,21 @@
-"""Which upstream credentials the router masks, and how a provider error is scrubbed."""
+"""Which upstream credentials the router masks, and how a provider error is scrubbed: the
+adapters report what they hold and obtain (`providers.secrets.SecretSink`), one scrubber reads
+every provider's sink."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gateway.config.loader import load_config
 from gateway.routing.resolver import Router
-from gateway.routing.secrets import MASK, Scrubber, provider_secrets
+from gateway.routing.secrets import MASK, Scrubber, sinks_of
 from providers.errors import ProviderError, UpstreamRejectedRequest
+from providers.registry import spec_for
+from providers.secrets import SecretSink
 
 CONFIG = """
 [providers.a]
@@ -42,28 +48,85 @@ def config_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def test_every_credential_a_provider_sends_is_a_secret(config_path: Path) -> None:
-    secrets = provider_secrets(load_config(config_path), {"B_KEY": "sk-ant-from-the-env-5555"})
-    assert secrets == {
-        "sk-from-the-file-123456",
-        "Bearer tok-from-a-header-9876",
-        "tok-from-a-header-9876",
-        "sk-ant-from-the-env-5555",
-    }  # "org" is too short to be a credential, and masking it would garble words
+def _with_providers(config_path: Path, check: Any) -> None:
+    """`check(router, providers)` with the file's providers built (inside a loop), closed after."""
+
+    async def scenario() -> None:
+        config = load_config(config_path)
+        providers = {
+            name: spec_for(entry.kind).create(name, entry.options)
+            for name, entry in config.providers.items()
+        }
+        try:
+            check(Router(config, providers), providers)
+        finally:
+            for provider in providers.values():
+                await provider.close()
+
+    asyncio.run(scenario())
+
+
+def test_every_credential_a_provider_sends_is_reported(config_path: Path) -> None:
+    def check(router: Router, providers: dict[str, Any]) -> None:
+        found = set().union(*(sink.values() for sink in sinks_of(providers.values())))
+        assert found == {
+            "sk-from-the-file-123456",
+            "Bearer tok-from-a-header-9876",
+            "tok-from-a-header-9876",
+            "sk-ant-from-the-env-5555",
+        }  # "org" is too short to be a credential, and masking it would garble words
+
+    _with_providers(config_path, check)
 
 
 def test_a_provider_error_is_scrubbed_in_place(config_path: Path) -> None:
-    router = Router(load_config(config_path), {"a": object(), "b": object(), "sim": object()})
-    error = UpstreamRejectedRequest(
-        "bad key sk-from-the-file-123456; header Bearer tok-from-a-header-9876",
-        upstream_status=400,
+    def check(router: Router, providers: dict[str, Any]) -> None:
+        error = UpstreamRejectedRequest(
+            "bad key sk-from-the-file-123456; header Bearer tok-from-a-header-9876;"
+            " other sk-ant-from-the-env-5555",
+            upstream_status=400,
+        )
+        router.route_of("m").scrub(error)
+        assert error.message == f"bad key {MASK}; header {MASK}; other {MASK}"
+        assert str(error) == error.message and error.upstream_status == 400
+        untouched = ValueError("sk-from-the-file-123456")
+        router.scrubber.error(untouched)  # only provider errors carry upstream text
+        assert "sk-from" in str(untouched)
+
+    _with_providers(config_path, check)
+
+
+def test_credentials_obtained_after_start_are_masked_and_stay_bounded() -> None:
+    """A token fetched after the scrubber was built is masked at once; the one it replaced
+    too (a call that left with it may fail later), the one before that no longer."""
+    sink = SecretSink()
+    scrubber = Scrubber(sinks=[sink])
+    assert scrubber.text("ya29.token-one") == "ya29.token-one"
+    sink.renewed("access_token", "ya29.token-one")
+    assert scrubber.text("Bearer ya29.token-one") == f"Bearer {MASK}"
+    sink.renewed("access_token", "ya29.token-two")
+    sink.renewed("access_token", "ya29.token-three")
+    assert scrubber.text("ya29.token-three ya29.token-two ya29.token-one") == (
+        f"{MASK} {MASK} ya29.token-one"
     )
-    router.route_of("m").scrub(error)
-    assert error.message == f"bad key {MASK}; header {MASK}"
-    assert str(error) == error.message and error.upstream_status == 400
-    untouched = ValueError("sk-from-the-file-123456")
-    router.scrubber.error(untouched)  # only provider errors carry upstream text
-    assert "sk-from" in str(untouched)
+    version = sink.version
+    sink.renewed("access_token", "ya29.token-three")  # the same again: nothing changes
+    assert sink.version == version
+
+
+def test_the_pattern_is_rebuilt_only_when_a_sink_changes() -> None:
+    sink = SecretSink()
+    sink.hold("client-secret-value")
+    scrubber = Scrubber(sinks=[sink])
+    scrubber.text("x")
+    built = scrubber._pattern
+    scrubber.text("client-secret-value")
+    assert scrubber._pattern is built
+    sink.renewed("aws", "AKIDROTATED0001", "aws-secret-key-0001", "session-token-0001")
+    assert scrubber.text("AKIDROTATED0001") == MASK
+    assert scrubber._pattern is not built
+    scrubber.forget([sink])
+    assert scrubber.text("client-secret-value") == "client-secret-value"
 
 
 def test_an_empty_scrubber_changes_nothing() -> None:
