@@ -22,10 +22,11 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from litestar import asgi
+from litestar import asgi, delete, get
 
 from gateway.api.dependencies import authenticate
 from gateway.api.resources import Resources
+from gateway.auth import Caller
 from gateway.api.responses import route_headers, send_bytes, send_reply
 from gateway.chat.outcomes import ChatCompleted, ChatReplayed
 from gateway.chat.tokens import count_tokens
@@ -121,20 +122,19 @@ def _not_stored(response_id: str) -> NotFound:
     return NotFound(f"No response {response_id!r}: this gateway does not store responses.")
 
 
-@asgi("/v1/responses/{response_id:str}", copy_scope=False, opt=_UNDOCUMENTED)
-async def stored_response(scope: Any, receive: Any, send: Any) -> None:
-    ctx, resources = _start(scope, "GET", "DELETE")
-    caller = await authenticate(ctx, resources)
-    ctx.rate = await resources.gatekeeper.check(caller, ctx.request_id)
-    raise _not_stored(str(scope["path_params"]["response_id"]))
+@get("/v1/responses/{response_id:str}", include_in_schema=False)
+async def get_response(caller: Caller, response_id: str) -> None:
+    raise _not_stored(response_id)
 
 
-@asgi("/v1/responses/{response_id:str}/input_items", copy_scope=False, opt=_UNDOCUMENTED)
-async def stored_input_items(scope: Any, receive: Any, send: Any) -> None:
-    ctx, resources = _start(scope, "GET")
-    caller = await authenticate(ctx, resources)
-    ctx.rate = await resources.gatekeeper.check(caller, ctx.request_id)
-    raise _not_stored(str(scope["path_params"]["response_id"]))
+@delete("/v1/responses/{response_id:str}", include_in_schema=False, status_code=200)
+async def delete_response(caller: Caller, response_id: str) -> None:
+    raise _not_stored(response_id)
 
 
-HANDLERS = [create_response, input_tokens, stored_response, stored_input_items]
+@get("/v1/responses/{response_id:str}/input_items", include_in_schema=False)
+async def list_input_items(caller: Caller, response_id: str) -> None:
+    raise _not_stored(response_id)
+
+
+HANDLERS = [create_response, delete_response, get_response, input_tokens, list_input_items]

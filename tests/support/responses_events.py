@@ -1,4 +1,4 @@
-"""What the Responses API's end-to-end tests share: reading an event stream off the wire, and
+"""What the Responses API's tests share: reading an event stream off the wire, and
 checking it event by event against the order OpenAI's streams keep."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def read_events(raw: str) -> list[dict[str, Any]]:
 
 
 def stream_events(http: httpx.Client, body: dict[str, Any]) -> list[dict[str, Any]]:
-    with http.stream("POST", "/responses", json={**body, "stream": True}) as response:
+    with http.stream("POST", "/v1/responses", json={**body, "stream": True}) as response:
         assert response.status_code == 200, response.read()
         assert response.headers["content-type"].startswith("text/event-stream")
         return read_events(response.read().decode())
