@@ -26,8 +26,8 @@ from litestar import asgi, delete, get
 
 from gateway.api.dependencies import authenticate
 from gateway.api.resources import Resources
-from gateway.auth import Caller
 from gateway.api.responses import route_headers, send_bytes, send_reply
+from gateway.auth import Caller
 from gateway.chat.outcomes import ChatCompleted, ChatReplayed
 from gateway.chat.tokens import count_tokens
 from gateway.errors import MethodNotAllowed, NotFound
@@ -41,7 +41,7 @@ from gateway.http.openai_responses.request import (
     to_chat_request,
 )
 
-__all__ = ["HANDLERS", "DROPPED_TOOLS_HEADER", "create_response", "input_tokens"]
+__all__ = ["DROPPED_TOOLS_HEADER", "HANDLERS", "create_response", "input_tokens"]
 
 DROPPED_TOOLS_HEADER = "x-gateway-dropped-tools"
 _encode = msgspec.json.Encoder().encode

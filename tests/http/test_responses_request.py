@@ -74,7 +74,12 @@ def test_a_conversation_of_items_becomes_chat_messages() -> None:
                     "role": "assistant",
                     "content": [{"type": "output_text", "text": "Let me look.", "annotations": []}],
                 },
-                {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{}"},
+                {
+                    "type": "function_call",
+                    "call_id": "c1",
+                    "name": "get_weather",
+                    "arguments": "{}",
+                },
                 {"type": "custom_tool_call", "call_id": "c2", "name": "apply_patch", "input": "P"},
                 {"type": "function_call_output", "call_id": "c1", "output": "Sunny"},
                 {
@@ -157,7 +162,11 @@ def test_a_tool_choice_forcing_a_dropped_tool_is_a_400_naming_it(choice: object)
 
 def test_named_and_allowed_tool_choices() -> None:
     named = translate(
-        {"input": "Hi", "tools": [WEATHER, PATCH], "tool_choice": {"type": "custom", "name": "apply_patch"}}
+        {
+            "input": "Hi",
+            "tools": [WEATHER, PATCH],
+            "tool_choice": {"type": "custom", "name": "apply_patch"},
+        }
     )
     assert msgspec.to_builtins(named.chat)["tool_choice"] == {
         "type": "function",
@@ -185,7 +194,9 @@ def test_reasoning_structured_output_and_sampling() -> None:
         {
             "input": "Hi",
             "reasoning": {"effort": "high", "summary": "auto"},
-            "text": {"format": {"type": "json_schema", "name": "A", "schema": schema, "strict": True}},
+            "text": {
+                "format": {"type": "json_schema", "name": "A", "schema": schema, "strict": True}
+            },
             "max_output_tokens": 300,
             "temperature": 0.5,
             "top_p": 0.9,
@@ -223,7 +234,10 @@ def test_reasoning_structured_output_and_sampling() -> None:
         ),
         ({"text": {"format": {"type": "yaml"}}}, "text.format.type"),
         ({"tools": [{"type": "function", "name": "bad name"}]}, "tools[0].name"),
-        ({"tools": [WEATHER], "tool_choice": {"type": "function", "name": "nope"}}, "tool_choice.name"),
+        (
+            {"tools": [WEATHER], "tool_choice": {"type": "function", "name": "nope"}},
+            "tool_choice.name",
+        ),
         ({"temperature": 3}, "temperature"),
     ],
 )

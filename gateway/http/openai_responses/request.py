@@ -139,9 +139,8 @@ def to_chat_request(request: InputTokensRequest) -> ResponsesTranslation:
         if request.parallel_tool_calls is not UNSET and request.parallel_tool_calls is not None:
             chat.parallel_tool_calls = request.parallel_tool_calls
     reasoning = request.reasoning
-    if reasoning is not UNSET and reasoning is not None:
-        if reasoning.effort is not UNSET and reasoning.effort is not None:
-            chat.reasoning_effort = reasoning.effort
+    if reasoning is not UNSET and reasoning is not None and isinstance(reasoning.effort, str):
+        chat.reasoning_effort = reasoning.effort
     text = request.text
     if text is not UNSET and text is not None:
         _text_config(chat, text.format, text.verbosity)
@@ -444,7 +443,11 @@ class _Input:
         else:
             raw = item.get("arguments")
             arguments = raw if isinstance(raw, str) else ""
-        call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+        call = {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": arguments},
+        }
         last = self.out[-1] if self.out else None
         if last is not None and last.role == "assistant" and last.tool_call_id is UNSET:
             calls = last.tool_calls if last.tool_calls is not UNSET else []
