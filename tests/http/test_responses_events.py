@@ -10,8 +10,10 @@ from typing import Any
 from gateway.errors import RateLimited, UpstreamFailed
 from gateway.http.openai_responses.answer import response_of
 from gateway.http.openai_responses.events import ResponseEventFramer
+from gateway.http.openai_responses.request import ToolNames
 from tests.support.responses_events import check_event_order, read_events
 
+NAMES = ToolNames(custom=frozenset({"apply_patch"}))
 ECHO = {"tools": [], "tool_choice": "auto", "parallel_tool_calls": True}
 USAGE = {
     "id": "chatcmpl_ab12",
@@ -40,7 +42,7 @@ def call(index: int, arguments: str, name: str = "", ident: str = "") -> dict[st
 
 
 def frame(chunks: list[dict[str, Any]], *, broken: bool = False) -> list[dict[str, Any]]:
-    framer = ResponseEventFramer(ECHO, frozenset({"apply_patch"}))
+    framer = ResponseEventFramer(ECHO, NAMES)
     raw = b"".join(framer.chunk(c) or b"" for c in chunks)
     raw += framer.error(UpstreamFailed("gone"), "req_1") if broken else framer.end(USAGE)
     return read_events(raw.decode())
@@ -106,7 +108,7 @@ def test_a_broken_stream_ends_in_response_failed() -> None:
 
 
 def test_failure_codes_are_openais() -> None:
-    framer = ResponseEventFramer(ECHO, frozenset())
+    framer = ResponseEventFramer(ECHO, ToolNames())
     framer.chunk(chunk({"content": "x"}))
     (event,) = read_events(framer.error(RateLimited("slow down"), "req_1").decode())[-1:]
     assert event["response"]["error"]["code"] == "rate_limit_exceeded"
@@ -141,7 +143,7 @@ def test_the_sync_answer() -> None:
         ],
         "usage": USAGE["usage"],
     }
-    body = json.loads(response_of(completion, ECHO, frozenset({"apply_patch"})))
+    body = json.loads(response_of(completion, ECHO, NAMES))
     assert body["id"] == "resp_cd34" and body["object"] == "response"
     assert body["status"] == "completed" and body["created_at"] == 9
     message, custom = body["output"]
@@ -154,3 +156,12 @@ def test_the_sync_answer() -> None:
     assert custom["type"] == "custom_tool_call" and custom["input"] == "P"
     assert custom["call_id"] == "call_9"
     assert body["usage"]["credits"] == "0.0100"
+
+
+def test_a_namespaced_call_names_its_namespace() -> None:
+    names = ToolNames(namespaced={"ns__spawn": ("ns", "spawn")})
+    framer = ResponseEventFramer(ECHO, names)
+    raw = framer.chunk(chunk(call(0, "{}", "ns__spawn", "call_3"), finish="tool_calls")) or b""
+    final = check_event_order(read_events((raw + framer.end(USAGE)).decode()))
+    (item,) = final["output"]
+    assert (item["namespace"], item["name"], item["arguments"]) == ("ns", "spawn", "{}")

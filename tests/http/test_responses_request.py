@@ -137,7 +137,7 @@ def test_function_and_custom_tools_are_offered_and_built_in_ones_dropped() -> No
     assert patch["parameters"]["required"] == ["input"]
     assert "start: /.+/" in patch["description"]
     assert chat["tool_choice"] == "auto" and chat["parallel_tool_calls"] is False
-    assert out.custom_tools == {"apply_patch"}
+    assert out.names.custom == {"apply_patch"}
     assert out.dropped == ["web_search", "local_shell"]
     assert [tool["name"] for tool in out.echo["tools"]] == ["get_weather", "apply_patch"]
 
@@ -244,3 +244,37 @@ def test_reasoning_structured_output_and_sampling() -> None:
 def test_refusals_name_the_field(body: dict[str, Any], field: str) -> None:
     error = refused({"input": "Hi", **body})
     assert error.details[0].field == field
+
+
+def test_a_namespaces_tools_are_offered_flat_and_answer_in_their_namespace() -> None:
+    agents = {
+        "type": "namespace",
+        "name": "multi_agent_v1",
+        "description": "Sub-agents",
+        "tools": [{**WEATHER, "name": "spawn_agent"}],
+    }
+    out = translate(
+        {
+            "input": [
+                {"role": "user", "content": "Go"},
+                {
+                    "type": "function_call",
+                    "call_id": "c1",
+                    "name": "spawn_agent",
+                    "namespace": "multi_agent_v1",
+                    "arguments": "{}",
+                },
+                {"type": "function_call_output", "call_id": "c1", "output": "spawned"},
+            ],
+            "tools": [agents],
+        }
+    )
+    chat = msgspec.to_builtins(out.chat)
+    assert [t["function"]["name"] for t in chat["tools"]] == ["multi_agent_v1__spawn_agent"]
+    assert chat["messages"][1]["tool_calls"][0]["function"]["name"] == (
+        "multi_agent_v1__spawn_agent"
+    )
+    assert out.names.namespaced == {
+        "multi_agent_v1__spawn_agent": ("multi_agent_v1", "spawn_agent")
+    }
+    assert out.dropped == [] and out.echo["tools"] == [agents]

@@ -23,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-from gateway.http.openai_responses.request import CUSTOM_INPUT
+from gateway.http.openai_responses.request import CUSTOM_INPUT, ToolNames
 from gateway.ids import new_call_id
 
 __all__ = [
@@ -119,25 +119,36 @@ def message_item(parts: list[dict[str, Any]], status: str, ident: str = "") -> d
 
 
 def call_item(
-    call_id: str, name: str, arguments: str, *, custom: bool, status: str, ident: str = ""
+    call_id: str, name: str, arguments: str, names: ToolNames, *, status: str
 ) -> dict[str, Any]:
+    """The item of a call of the function offered as `name`: a function_call, or a
+    custom_tool_call for a custom tool; a namespaced tool's call names its namespace."""
+    custom = name in names.custom
+    namespace = None
+    if name in names.namespaced:
+        namespace, name = names.namespaced[name]
+    item: dict[str, Any]
     if custom:
-        return {
-            "id": ident or item_id("ctc"),
+        item = {
+            "id": item_id("ctc"),
             "type": "custom_tool_call",
             "status": status,
             "call_id": call_id,
             "name": name,
             "input": custom_input(arguments) if status == "completed" else "",
         }
-    return {
-        "id": ident or item_id("fc"),
-        "type": "function_call",
-        "status": status,
-        "call_id": call_id,
-        "name": name,
-        "arguments": arguments,
-    }
+    else:
+        item = {
+            "id": item_id("fc"),
+            "type": "function_call",
+            "status": status,
+            "call_id": call_id,
+            "name": name,
+            "arguments": arguments,
+        }
+    if namespace is not None:
+        item["namespace"] = namespace
+    return item
 
 
 def response_object(
@@ -168,7 +179,7 @@ def response_object(
     }
 
 
-def response_of(completion: dict[str, Any], echo: dict[str, Any], custom: frozenset[str]) -> bytes:
+def response_of(completion: dict[str, Any], echo: dict[str, Any], names: ToolNames) -> bytes:
     """A finished chat.completion (one choice, the gateway's id, model and credits) as the
     client's `response` object."""
     choice = (completion.get("choices") or [{}])[0]
@@ -195,7 +206,7 @@ def response_of(completion: dict[str, Any], echo: dict[str, Any], custom: frozen
                 str(call.get("id") or item_id("call")),
                 name,
                 arguments if isinstance(arguments, str) else "",
-                custom=name in custom,
+                names,
                 status="completed",
             )
         )

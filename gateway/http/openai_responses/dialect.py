@@ -27,14 +27,14 @@ class OpenAIResponses:
     name = RESPONSES_DIALECT
     path = RESPONSES_PATH
 
-    __slots__ = ("_custom", "_echo")
+    __slots__ = ("_echo", "_names")
 
     def __init__(self, translation: ResponsesTranslation) -> None:
         self._echo = translation.echo
-        self._custom = translation.custom_tools
+        self._names = translation.names
 
     def framer(self, *, include_usage: bool) -> ResponseEventFramer:
-        return ResponseEventFramer(self._echo, self._custom)
+        return ResponseEventFramer(self._echo, self._names)
 
     def completion(self, body: dict[str, Any]) -> bytes:
-        return response_of(body, self._echo, self._custom)
+        return response_of(body, self._echo, self._names)

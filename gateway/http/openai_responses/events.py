@@ -45,6 +45,7 @@ from gateway.http.openai_responses.answer import (
     status_of,
     text_part,
 )
+from gateway.http.openai_responses.request import ToolNames
 from gateway.http.openai_sse import SSE_CONTENT_TYPE
 from gateway.ids import new_completion_id
 
@@ -83,11 +84,11 @@ class ResponseEventFramer:
 
     __slots__ = (
         "_created",
-        "_custom",
         "_echo",
         "_finish",
         "_id",
         "_model",
+        "_names",
         "_open",
         "_output",
         "_sequence",
@@ -95,9 +96,9 @@ class ResponseEventFramer:
         "_tools",
     )
 
-    def __init__(self, echo: dict[str, Any], custom_tools: frozenset[str]) -> None:
+    def __init__(self, echo: dict[str, Any], names: ToolNames) -> None:
         self._echo = echo
-        self._custom = custom_tools
+        self._names = names
         self._sequence = 0
         self._started = False
         self._id = ""
@@ -194,10 +195,9 @@ class ResponseEventFramer:
         if item is None:
             self._close(out, "completed")
             name = str(function.get("name") or "")
-            custom = name in self._custom
             index = len(self._output)
             call_id = str(call.get("id") or "")
-            added = call_item(call_id, name, "", custom=custom, status="in_progress")
+            added = call_item(call_id, name, "", self._names, status="in_progress")
             self._output.append(added)
             self._event("response.output_item.added", out, output_index=index, item=dict(added))
             item = self._tools[position] = self._open = _Item(index, added["type"])

@@ -11,6 +11,8 @@
     custom_tool_call_output
     reasoning items                  dropped: no translated upstream can read them
     function tools                   function tools (strict kept)
+    namespace tools                  each of its tools offered as `<namespace>__<name>`; their
+                                     calls come back with `namespace` and `name` apart
     custom tools                     function tools taking one string, {"input": ...};
                                      their calls come back as custom_tool_call items
     built-in tools (web_search,      dropped from the offer and named (`dropped`); a 400
@@ -37,6 +39,7 @@ gateway does not keep), and items or parts of a type it does not know.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,7 +59,9 @@ from gateway.schemas.responses import InputTokensRequest, ResponsesRequest
 
 __all__ = [
     "CUSTOM_INPUT",
+    "NAMESPACE_JOIN",
     "ResponsesTranslation",
+    "ToolNames",
     "decode_responses",
     "to_chat_request",
 ]
@@ -69,6 +74,8 @@ _CUSTOM_PARAMETERS = {
     "required": [CUSTOM_INPUT],
     "additionalProperties": False,
 }
+NAMESPACE_JOIN = "__"
+"""Joins a namespace's name and its tool's into the one function name an upstream is offered."""
 _TOOL_NAME = re.compile(FUNCTION_NAME_PATTERN)
 _STATEFUL = "needs a response stored by the gateway, which does not keep responses"
 _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text")
@@ -101,13 +108,22 @@ def decode_input_tokens(body: bytes) -> InputTokensRequest:
     return decode_json(body, _decode_count, InvalidRequest)
 
 
+@dataclass(frozen=True, slots=True)
+class ToolNames:
+    """What a called function's name means in the client's terms."""
+
+    custom: frozenset[str] = frozenset()
+    """Tools offered as functions that answer as custom_tool_call items."""
+    namespaced: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Offered name -> (namespace, name) of the tools of a namespace, offered flattened."""
+
+
 @dataclass(slots=True)
 class ResponsesTranslation:
     """One request translated: the service's request and what the answer needs to know."""
 
     chat: ChatRequest
-    custom_tools: frozenset[str] = frozenset()
-    """Tools offered as functions that answer as custom_tool_call items."""
+    names: ToolNames = field(default_factory=ToolNames)
     dropped: list[str] = field(default_factory=list)
     """Built-in tools left out of the offer (the `x-gateway-dropped-tools` header)."""
     echo: dict[str, Any] = field(default_factory=dict)
@@ -216,16 +232,23 @@ def _tools(tools: list[dict[str, Any]], translation: ResponsesTranslation) -> di
     """name -> the function offered for it; built-in tools are named in `dropped`."""
     offered: dict[str, ToolDefinition] = {}
     custom: set[str] = set()
-    for i, tool in enumerate(tools):
-        if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
-            raise _invalid(f"tools[{i}].type", "expected an object with a string type")
+    namespaced: dict[str, tuple[str, str]] = {}
+    for i, tool, namespace in _flattened(tools):
         kind = tool["type"]
         if kind not in ("function", "custom"):
             translation.dropped.append(kind)
             continue
         name = tool.get("name")
         if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
-            raise _invalid(f"tools[{i}].name", f"must match {FUNCTION_NAME_PATTERN}")
+            raise _invalid(f"{i}.name", f"must match {FUNCTION_NAME_PATTERN}")
+        if namespace is not None:
+            flat = f"{namespace}{NAMESPACE_JOIN}{name}"
+            if not _TOOL_NAME.fullmatch(flat):
+                raise _invalid(
+                    f"{i}.name", f"with its namespace must match {FUNCTION_NAME_PATTERN}"
+                )
+            namespaced[flat] = (namespace, name)
+            name = flat
         function = FunctionDefinition(name=name)
         description = tool.get("description")
         if kind == "custom":
@@ -243,8 +266,25 @@ def _tools(tools: list[dict[str, Any]], translation: ResponsesTranslation) -> di
         if isinstance(description, str) and description:
             function.description = description
         offered[name] = ToolDefinition(type="function", function=function)
-    translation.custom_tools = frozenset(custom)
+    translation.names = ToolNames(custom=frozenset(custom), namespaced=namespaced)
     return offered
+
+
+def _flattened(tools: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any], str | None]]:
+    """(field, tool, its namespace) of each tool, a namespace's tools in its place."""
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
+            raise _invalid(f"tools[{i}].type", "expected an object with a string type")
+        if tool["type"] != "namespace":
+            yield f"tools[{i}]", tool, None
+            continue
+        namespace, inner = tool.get("name"), tool.get("tools")
+        if not isinstance(namespace, str) or not isinstance(inner, list):
+            raise _invalid(f"tools[{i}]", "a namespace needs a name and a list of tools")
+        for j, member in enumerate(inner):
+            if not isinstance(member, dict) or not isinstance(member.get("type"), str):
+                raise _invalid(f"tools[{i}].tools[{j}].type", "expected an object with a type")
+            yield f"tools[{i}].tools[{j}]", member, namespace
 
 
 def _grammar_note(output: object) -> str:
@@ -322,7 +362,7 @@ def _echo(request: InputTokensRequest, translation: ResponsesTranslation) -> dic
     tools = [
         tool
         for tool in request.tools or ()
-        if isinstance(tool, dict) and tool.get("type") in ("function", "custom")
+        if isinstance(tool, dict) and tool.get("type") in ("function", "custom", "namespace")
     ]
     choice = request.tool_choice
     echo: dict[str, Any] = {
@@ -437,6 +477,9 @@ class _Input:
         call_id, name = item.get("call_id"), item.get("name")
         if not isinstance(call_id, str) or not isinstance(name, str):
             raise _invalid(at, f"a {kind} item needs call_id and name strings")
+        namespace = item.get("namespace")
+        if isinstance(namespace, str) and namespace:
+            name = f"{namespace}{NAMESPACE_JOIN}{name}"
         if kind == "custom_tool_call":
             text = item.get("input")
             arguments = _encode({CUSTOM_INPUT: text if isinstance(text, str) else ""}).decode()
