@@ -6,12 +6,14 @@ The body is decoded and translated into the chat service's request
 (`gateway.http.openai_responses.request`), and the call is the chat service's like any other
 (routing, fallbacks, the hold and the charge, Idempotency-Key, rate limits, the dialect
 `responses` as the metrics' and log line's label); the answer is the `response` object or its
-event stream (`gateway.http.openai_responses`). Built-in tools the upstreams cannot run are
-left out of the offer and named in `x-gateway-dropped-tools` and the log line. Errors are the
-gateway's envelope, OpenAI's shape, as on the chat endpoint.
+event stream (`gateway.http.openai_responses`). A route whose provider speaks the Responses
+API (OpenAI, Azure OpenAI) gets the body as sent (`native.ResponsesCall`); on any other,
+built-in tools are left out of the offer and named in `x-gateway-dropped-tools` and the log
+line. Errors are the gateway's envelope, OpenAI's shape, as on the chat endpoint.
 
-The gateway keeps no responses: `GET` and `DELETE /v1/responses/{id}` (and its `input_items`)
-answer 404 `not_found`, and `previous_response_id` is refused naming the field.
+The gateway keeps no responses itself: `GET` and `DELETE /v1/responses/{id}` (and its
+`input_items`) answer 404 `not_found`, and `previous_response_id` is served only by a
+passthrough route (a 400 naming the field on any other).
 
 None of these paths is in the OpenAPI document: it is OpenAI's API, described by OpenAI's own
 reference (docs/api.md lists how the gateway differs from it).
@@ -35,6 +37,7 @@ from gateway.http.context import RequestContext, context_of
 from gateway.http.event_stream import send_event_stream
 from gateway.http.json_body import read_body, require_json_content_type
 from gateway.http.openai_responses.dialect import RESPONSES_DIALECT, OpenAIResponses
+from gateway.http.openai_responses.native import ResponsesCall
 from gateway.http.openai_responses.request import (
     decode_input_tokens,
     decode_responses,
@@ -63,11 +66,9 @@ async def create_response(scope: Any, receive: Any, send: Any) -> None:
     caller = await authenticate(ctx, resources)
     require_json_content_type(ctx.content_type)
     body = await read_body(receive, resources.config.file.gateway.max_body_bytes)
-    translation = to_chat_request(decode_responses(body))
-    extra: list[tuple[bytes, bytes]] = []
-    if translation.dropped:
-        ctx.dropped_tools = ",".join(translation.dropped)
-        extra.append((DROPPED_TOOLS_HEADER.encode(), ctx.dropped_tools.encode()))
+    request, raw = decode_responses(body)
+    translation = to_chat_request(request)
+    native = ResponsesCall(raw, translation.problems)
     outcome = await resources.chat.handle(
         caller,
         translation.chat,
@@ -75,7 +76,12 @@ async def create_response(scope: Any, receive: Any, send: Any) -> None:
         dialect=OpenAIResponses(translation),
         request_id=ctx.request_id,
         idempotency_key=ctx.idempotency_key,
+        native=native,
     )
+    extra: list[tuple[bytes, bytes]] = []
+    if translation.dropped and not native.passed_through:
+        ctx.dropped_tools = ",".join(translation.dropped)
+        extra.append((DROPPED_TOOLS_HEADER.encode(), ctx.dropped_tools.encode()))
     ctx.model = outcome.model
     ctx.rate = outcome.rate
     if isinstance(outcome, ChatCompleted):
@@ -110,7 +116,6 @@ async def input_tokens(scope: Any, receive: Any, send: Any) -> None:
     require_json_content_type(ctx.content_type)
     body = await read_body(receive, resources.config.file.gateway.max_body_bytes)
     request = decode_input_tokens(body)
-    to_chat_request(request)  # the same refusals as a call
     tokens, model = await count_tokens(
         resources.router, caller, request.model, _Estimate(), len(body)
     )

@@ -33,7 +33,8 @@ PATCH = {
 
 
 def translate(body: dict[str, Any]) -> ResponsesTranslation:
-    return to_chat_request(decode_responses(json.dumps({"model": "auto", **body}).encode()))
+    request, _ = decode_responses(json.dumps({"model": "auto", **body}).encode())
+    return to_chat_request(request)
 
 
 def messages(translation: ResponsesTranslation) -> list[dict[str, Any]]:
@@ -154,10 +155,11 @@ def test_only_built_in_tools_leave_no_tools_in_the_offer() -> None:
     [{"type": "web_search"}, "required"],
     ids=["named", "required-with-only-built-ins"],
 )
-def test_a_tool_choice_forcing_a_dropped_tool_is_a_400_naming_it(choice: object) -> None:
-    error = refused({"input": "Hi", "tools": [{"type": "web_search"}], "tool_choice": choice})
-    assert error.details[0].field == "tool_choice"
-    assert "'web_search'" in error.message
+def test_a_tool_choice_forcing_a_dropped_tool_is_a_problem_naming_it(choice: object) -> None:
+    out = translate({"input": "Hi", "tools": [{"type": "web_search"}], "tool_choice": choice})
+    (problem,) = out.problems
+    assert problem.field == "tool_choice" and "'web_search'" in problem.message
+    assert "tool_choice" not in msgspec.to_builtins(out.chat)
 
 
 def test_named_and_allowed_tool_choices() -> None:
@@ -232,6 +234,18 @@ def test_reasoning_structured_output_and_sampling() -> None:
             {"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]},
             "input[0].content[0].type",
         ),
+    ],
+)
+def test_what_only_passthrough_serves_is_a_problem_naming_the_field(
+    body: dict[str, Any], field: str
+) -> None:
+    out = translate({"input": "Hi", **body})
+    assert [problem.field for problem in out.problems] == [field]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
         ({"text": {"format": {"type": "yaml"}}}, "text.format.type"),
         ({"tools": [{"type": "function", "name": "bad name"}]}, "tools[0].name"),
         (
@@ -239,6 +253,7 @@ def test_reasoning_structured_output_and_sampling() -> None:
             "tool_choice.name",
         ),
         ({"temperature": 3}, "temperature"),
+        ({"input": [{"role": "robot", "content": "x"}]}, "input[0].role"),
     ],
 )
 def test_refusals_name_the_field(body: dict[str, Any], field: str) -> None:

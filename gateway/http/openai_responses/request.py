@@ -31,9 +31,11 @@
     service_tier, top_logprobs,      upstream)
     max_tool_calls
 
-Refused with a 400 naming the field: `previous_response_id`, `conversation`, `prompt`,
-`background: true`, `item_reference` items and input files (they need state or uploads this
-gateway does not keep), and items or parts of a type it does not know.
+Problems (`ResponsesTranslation.problems`, each naming the field): what only an upstream that
+speaks the Responses API can serve, so the call is passed through to an OpenAI or Azure OpenAI
+route or refused with a 400 naming the fields: `previous_response_id`, `conversation`,
+`prompt`, `background: true`, `item_reference` items, input files, items and parts of types
+not listed here, and a `tool_choice` that forces a built-in tool.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET
 
-from gateway.errors import ErrorDetail, InvalidRequest, fields_message
+from gateway.errors import ErrorDetail, InvalidRequest, decode_detail, fields_message
 from gateway.http.json_body import decode_json
 from gateway.schemas.chat import (
     FUNCTION_NAME_PATTERN,
@@ -77,7 +79,8 @@ _CUSTOM_PARAMETERS = {
 NAMESPACE_JOIN = "__"
 """Joins a namespace's name and its tool's into the one function name an upstream is offered."""
 _TOOL_NAME = re.compile(FUNCTION_NAME_PATTERN)
-_STATEFUL = "needs a response stored by the gateway, which does not keep responses"
+_NATIVE_ONLY = "only served by OpenAI and Azure OpenAI upstreams (passed through as sent)"
+_STATEFUL = f"needs state kept by the upstream, so it is {_NATIVE_ONLY}"
 _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text")
 _DROPPED_ITEMS = frozenset(
     {
@@ -94,14 +97,21 @@ _DROPPED_ITEMS = frozenset(
 )
 """Items kept by a client from another upstream's answers that no translated upstream reads."""
 
-_decode_request = msgspec.json.Decoder(ResponsesRequest)
+_decode_object = msgspec.json.Decoder(dict[str, Any])
 _decode_count = msgspec.json.Decoder(InputTokensRequest)
 _encode = msgspec.json.Encoder().encode
 
 
-def decode_responses(body: bytes) -> ResponsesRequest:
-    """The typed request; a 400 naming the field for a body that breaks its types."""
-    return decode_json(body, _decode_request, InvalidRequest)
+def decode_responses(body: bytes) -> tuple[ResponsesRequest, dict[str, Any]]:
+    """The typed request and the body as decoded (what passthrough routes are sent); a 400
+    naming the field for a body that breaks its types."""
+    raw = decode_json(body, _decode_object, InvalidRequest)
+    try:
+        request = msgspec.convert(raw, ResponsesRequest)
+    except msgspec.ValidationError as exc:
+        detail = decode_detail(exc)
+        raise InvalidRequest(fields_message([detail]), details=[detail]) from exc
+    return request, raw
 
 
 def decode_input_tokens(body: bytes) -> InputTokensRequest:
@@ -124,6 +134,9 @@ class ResponsesTranslation:
 
     chat: ChatRequest
     names: ToolNames = field(default_factory=ToolNames)
+    problems: list[ErrorDetail] = field(default_factory=list)
+    """What only an upstream that speaks the Responses API can serve (each naming the field):
+    with any, the call goes to such a route or is refused with these details."""
     dropped: list[str] = field(default_factory=list)
     """Built-in tools left out of the offer (the `x-gateway-dropped-tools` header)."""
     echo: dict[str, Any] = field(default_factory=dict)
@@ -137,7 +150,8 @@ def _invalid(field_name: str, message: str) -> InvalidRequest:
 
 def to_chat_request(request: InputTokensRequest) -> ResponsesTranslation:
     """The service's request for `request` (see the module docstring)."""
-    _refuse_stateful(request)
+    problems: list[ErrorDetail] = []
+    _stateful(request, problems)
     messages: list[ChatMessage] = []
     if isinstance(request.instructions, str) and request.instructions:
         messages.append(ChatMessage(role="system", content=request.instructions))
@@ -145,9 +159,9 @@ def to_chat_request(request: InputTokensRequest) -> ResponsesTranslation:
     if isinstance(items, str):
         messages.append(ChatMessage(role="user", content=items))
     elif isinstance(items, list):
-        messages += _Input().messages(items)
+        messages += _Input(problems).messages(items)
     chat = ChatRequest(model=request.model, messages=messages)
-    translation = ResponsesTranslation(chat=chat)
+    translation = ResponsesTranslation(chat=chat, problems=problems)
     offered = _tools(request.tools or [], translation)
     _tool_choice(request.tool_choice, offered, translation)
     if offered:
@@ -166,21 +180,16 @@ def to_chat_request(request: InputTokensRequest) -> ResponsesTranslation:
     return translation
 
 
-def _refuse_stateful(request: InputTokensRequest) -> None:
-    problems: list[ErrorDetail] = []
+def _stateful(request: InputTokensRequest, problems: list[ErrorDetail]) -> None:
     if request.previous_response_id:
         problems.append(ErrorDetail(field="previous_response_id", message=_STATEFUL))
     if request.conversation is not UNSET and request.conversation is not None:
         problems.append(ErrorDetail(field="conversation", message=_STATEFUL))
     if isinstance(request, ResponsesRequest):
         if request.prompt is not UNSET and request.prompt is not None:
-            message = "stored prompts are not kept by this gateway; send the input itself"
-            problems.append(ErrorDetail(field="prompt", message=message))
+            problems.append(ErrorDetail(field="prompt", message=_STATEFUL))
         if request.background is True:
-            message = "background responses are not served by this gateway; stream instead"
-            problems.append(ErrorDetail(field="background", message=message))
-    if problems:
-        raise InvalidRequest(fields_message(problems), details=problems)
+            problems.append(ErrorDetail(field="background", message=_STATEFUL))
 
 
 def _sampling(chat: ChatRequest, request: ResponsesRequest) -> None:
@@ -309,7 +318,8 @@ def _tool_choice(
             raise _invalid("tool_choice", "must be one of: none, auto, required, or an object")
         if choice == "required" and not offered:
             if translation.dropped:
-                raise _forced(translation.dropped)
+                _forced(translation, translation.dropped)
+                return
             raise _invalid("tool_choice", "'required' needs at least one tool")
         if offered:
             chat.tool_choice = choice
@@ -326,7 +336,8 @@ def _tool_choice(
         _allowed_tools(choice, offered, translation)
     elif isinstance(kind, str):
         if kind in translation.dropped:
-            raise _forced([kind])
+            _forced(translation, [kind])
+            return
         raise _invalid("tool_choice.type", f"no tool of type {kind!r} was offered")
     else:
         raise _invalid("tool_choice.type", "expected a string")
@@ -343,7 +354,7 @@ def _allowed_tools(
     builtins = [t.get("type") for t in listed if isinstance(t, dict) and t.get("name") is None]
     kept = {name: tool for name, tool in offered.items() if name in names}
     if mode == "required" and not kept:
-        raise _forced([str(kind) for kind in builtins] or ["(no tool)"])
+        _forced(translation, [str(kind) for kind in builtins] or ["(no tool)"])
     for name in list(offered):
         if name not in kept:
             del offered[name]
@@ -351,11 +362,11 @@ def _allowed_tools(
         translation.chat.tool_choice = mode
 
 
-def _forced(kinds: list[str]) -> InvalidRequest:
-    return _invalid(
-        "tool_choice",
-        f"forces {', '.join(repr(k) for k in kinds)}, a built-in tool this route cannot run",
-    )
+def _forced(translation: ResponsesTranslation, kinds: list[str]) -> None:
+    """tool_choice forces a built-in tool: only an upstream that runs it can serve the call."""
+    tools = ", ".join(repr(k) for k in kinds)
+    message = f"forces {tools}, a built-in tool {_NATIVE_ONLY}"
+    translation.problems.append(ErrorDetail(field="tool_choice", message=message))
 
 
 def _echo(request: InputTokensRequest, translation: ResponsesTranslation) -> dict[str, Any]:
@@ -394,8 +405,12 @@ def _or_none(value: object, default: float) -> object:
 class _Input:
     """The input items as chat messages (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, problems: list[ErrorDetail]) -> None:
         self.out: list[ChatMessage] = []
+        self.problems = problems
+
+    def problem(self, field_name: str, message: str) -> None:
+        self.problems.append(ErrorDetail(field=field_name, message=message))
 
     def messages(self, items: list[Any]) -> list[ChatMessage]:
         for i, item in enumerate(items):
@@ -412,9 +427,9 @@ class _Input:
             elif kind in _DROPPED_ITEMS:
                 continue
             elif kind == "item_reference":
-                raise _invalid(f"{at}.type", f"item_reference {_STATEFUL}")
+                self.problem(f"{at}.type", f"item_reference {_STATEFUL}")
             else:
-                raise _invalid(f"{at}.type", f"{kind!r} items are not served by this gateway")
+                self.problem(f"{at}.type", f"{kind!r} items are {_NATIVE_ONLY}")
         return self.out
 
     def _message(self, item: dict[str, Any], at: str) -> None:
@@ -433,14 +448,18 @@ class _Input:
             return
         parts: list[dict[str, Any]] = []
         for j, part in enumerate(content):
-            parts.append(self._part(part, f"{at}.content[{j}]"))
+            converted = self._part(part, f"{at}.content[{j}]")
+            if converted is not None:
+                parts.append(converted)
+        if not parts:
+            return
         if role in ("system", "developer"):
             texts = [part["text"] for part in parts if part["type"] == "text"]
             self.out.append(ChatMessage(role=role, content="\n".join(texts)))
         else:
             self.out.append(ChatMessage(role="user", content=parts))
 
-    def _part(self, part: object, at: str) -> dict[str, Any]:
+    def _part(self, part: object, at: str) -> dict[str, Any] | None:
         if not isinstance(part, dict):
             raise _invalid(at, "expected an object")
         kind = part.get("type")
@@ -457,9 +476,8 @@ class _Input:
             if part.get("detail") in ("low", "high", "auto"):
                 image["detail"] = part["detail"]
             return {"type": "image_url", "image_url": image}
-        if kind == "input_file":
-            raise _invalid(f"{at}.type", "input files are not served by this gateway")
-        raise _invalid(f"{at}.type", f"{kind!r} parts are not served by this gateway")
+        self.problem(f"{at}.type", f"{kind!r} parts are {_NATIVE_ONLY}")
+        return None
 
     def _texts(self, parts: list[Any], at: str) -> list[str]:
         texts: list[str] = []
@@ -469,7 +487,8 @@ class _Input:
             kind = part.get("type")
             text = part.get("refusal") if kind == "refusal" else part.get("text")
             if kind not in (*_TEXT_PARTS, "refusal") or not isinstance(text, str):
-                raise _invalid(f"{at}[{j}].type", f"{kind!r} parts are not served here")
+                self.problem(f"{at}[{j}].type", f"{kind!r} parts are {_NATIVE_ONLY}")
+                continue
             texts.append(text)
         return texts
 
@@ -509,7 +528,7 @@ class _Input:
             texts = []
             for j, part in enumerate(output):
                 converted = self._part(part, f"{at}.output[{j}]")
-                if converted["type"] == "text":
+                if converted is not None and converted["type"] == "text":
                     texts.append(converted["text"])
             output = "\n".join(texts)
         elif not isinstance(output, str):
