@@ -78,7 +78,7 @@ class Metrics:
         )
         self._dialects = counter(
             "gateway_dialect_requests",
-            "Requests answered on the chat endpoints, by client dialect (openai, anthropic), "
+            "Requests answered on the chat endpoints, by client dialect (openai, anthropic, responses), "
             "route template and status.",
             ("dialect", "route", "status"),
         )
