@@ -43,6 +43,14 @@ base_url = "{responses}"
 api_key = "sk-upstream-secret"
 timeout_seconds = 5
 
+[providers.az]
+kind = "azure_openai"
+base_url = "{azure}"
+api = "v1"
+deployment = "my-deployment"
+api_key = "az-upstream-secret"
+timeout_seconds = 5
+
 [providers.compat]
 kind = "openai_compatible"
 base_url = "{compat}"
@@ -52,6 +60,15 @@ timeout_seconds = 5
 id = "gpt-pass"
 provider = "oai"
 upstream_model = "gpt-5-upstream"
+capability = "chat"
+markup = 1000
+max_output_tokens = 4096
+pricing = {{ input_usd_per_mtok = 5, output_usd_per_mtok = 15 }}
+
+[[models]]
+id = "az-pass"
+provider = "az"
+upstream_model = "gpt-5"
 capability = "chat"
 markup = 1000
 max_output_tokens = 4096
@@ -106,7 +123,11 @@ def gateway(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[GatewayProcess]:
     workdir: Path = tmp_path_factory.mktemp("gw-responses-passthrough")
-    config = CONFIG.format(responses=responses_upstream.base_url, compat=compat.base_url)
+    config = CONFIG.format(
+        responses=responses_upstream.base_url,
+        azure=responses_upstream.base_url.removesuffix("/v1"),
+        compat=compat.base_url,
+    )
     process = start_gateway(workdir, config)
     yield process
     process.stop()
@@ -234,3 +255,20 @@ def test_translated_to_an_openai_compatible_server(http: httpx.Client, compat: F
     refused = http.post("/v1/responses", json={**body, "previous_response_id": "resp_1"})
     assert refused.status_code == 400
     assert refused.json()["error"]["param"] == "previous_response_id"
+
+
+def test_azure_openai_passes_through_to_its_deployment(
+    http: httpx.Client, responses_upstream: FakeOpenAIResponses
+) -> None:
+    body = {**CLIENT_BODY, "model": "az-pass"}
+    answer = http.post("/v1/responses", json=body)
+    assert answer.status_code == 200, answer.text
+    sent = responses_upstream.requests[-1]
+    assert sent.path == "/openai/v1/responses"
+    assert sent.headers["api-key"] == "az-upstream-secret"
+    assert sent.json == {**CLIENT_BODY, "model": "my-deployment"}
+    assert answer.json()["model"] == "az-pass" and answer.json()["usage"]["credits"]
+    with http.stream("POST", "/v1/responses", json={**body, "stream": True}) as streamed:
+        events = read_events(streamed.read().decode())
+    assert check_event_order(events)["model"] == "az-pass"
+    assert responses_upstream.requests[-1].json == {**sent.json, "stream": True}

@@ -1,7 +1,7 @@
 """A fake OpenAI Responses API upstream (`POST /v1/responses`), over real HTTP: it records each
 request and answers with the scripted reply, else a whole response (or its stream) saying
-`DEFAULT_TEXT`. A stream's events are written as OpenAI writes them (`event: <type>` and
-`data: <json>`), as the scripted bytes when given."""
+`DEFAULT_TEXT`; at Azure OpenAI's paths too. A stream's events are written as OpenAI writes them
+(`event: <type>` and `data: <json>`), as the scripted bytes when given."""
 
 from __future__ import annotations
 
@@ -89,6 +89,8 @@ class FakeOpenAIResponses(
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/responses", self._responses)
+        app.router.add_post("/openai/v1/responses", self._responses)  # Azure's v1 API
+        app.router.add_post("/openai/responses", self._responses)  # Azure's dated API
 
     async def _responses(self, request: web.Request) -> web.StreamResponse:
         recorded = await record(request)
