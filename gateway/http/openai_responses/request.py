@@ -7,7 +7,8 @@
     function_call, custom_tool_call  the assistant message's tool_calls (consecutive calls
                                      join one message; a custom call's input is the
                                      arguments {"input": ...})
-    function_call_output,            tool messages (text parts joined)
+    function_call_output,            tool messages (text parts joined; images left out, as
+                                     chat tool results carry text)
     custom_tool_call_output
     reasoning items                  dropped: no translated upstream can read them
     function tools                   function tools (strict kept)
