@@ -56,7 +56,7 @@ id = "claude-chat"
 provider = "claude"
 upstream_model = "claude-sonnet-4-0"
 capability = "chat"
-max_output_tokens = 1024
+max_output_tokens = 8192
 pricing = {{ input_usd_per_mtok = 3, output_usd_per_mtok = 15 }}
 
 [[models]]
@@ -268,3 +268,32 @@ def test_a_stream_broken_mid_way_ends_failed(
     final = check_event_order(events)
     assert events[-1]["type"] == "response.failed"
     assert final["error"]["code"] == "server_error" and final["error"]["message"]
+
+
+def test_claudes_signed_thinking_survives_a_tool_loop(
+    http: httpx.Client, upstreams: Upstreams
+) -> None:
+    fake = upstreams.anthropic
+    thought = "The user wants the weather."
+    signed = anthropic.thinking(thought, anthropic.signature_of(thought))
+    whole = anthropic.message(
+        signed, anthropic.tool_use("toolu_9", "get_weather", ARGUMENTS), stop_reason="tool_use"
+    )
+    fake.enqueue(anthropic.StreamReply(message=whole))
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Weather in Oslo?"}]
+    body = {"model": "claude-chat", "tools": [WEATHER], "reasoning": {"effort": "low"}}
+    final = check_event_order(stream_events(http, {**body, "input": history}))
+    reasoning, call = final["output"]
+    assert reasoning["type"] == "reasoning" and reasoning["encrypted_content"]
+    assert call["type"] == "function_call" and call["call_id"] == "toolu_9"
+    assert reasoning["content"] == [{"type": "reasoning_text", "text": thought}]
+    history += [
+        *final["output"],
+        {"type": "function_call_output", "call_id": "toolu_9", "output": "Sunny"},
+    ]
+    answer = http.post("/v1/responses", json={**body, "input": history})
+    assert answer.status_code == 200, answer.text
+    turn = fake.requests[-1].json["messages"][1]
+    assert turn["role"] == "assistant"
+    assert turn["content"][0] == signed  # first, with its signature, as Anthropic wants
+    assert fake.requests[-1].json["thinking"]["type"] == "enabled"

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from gateway.errors import RateLimited, UpstreamFailed
-from gateway.http.openai_responses.answer import response_of
+from gateway.http.openai_responses.answer import response_of, signed_thinking
 from gateway.http.openai_responses.events import ResponseEventFramer
 from gateway.http.openai_responses.request import ToolNames
 from tests.support.responses_events import check_event_order, read_events
@@ -165,3 +165,19 @@ def test_a_namespaced_call_names_its_namespace() -> None:
     final = check_event_order(read_events((raw + framer.end(USAGE)).decode()))
     (item,) = final["output"]
     assert (item["namespace"], item["name"], item["arguments"]) == ("ns", "spawn", "{}")
+
+
+def test_signed_thinking_goes_into_the_reasoning_items_encrypted_content() -> None:
+    block = {"type": "thinking", "thinking": "Hmm.", "signature": "sig-1"}
+    redacted = {"type": "redacted_thinking", "data": "opaque"}
+    events = frame(
+        [
+            chunk({"reasoning_content": "Hmm."}),
+            chunk({"thinking_blocks": [block]}),
+            chunk({"thinking_blocks": [redacted]}),
+            chunk({"content": "Hi"}, finish="stop"),
+        ]
+    )
+    reasoning, message = check_event_order(events)["output"]
+    assert reasoning["encrypted_content"] == signed_thinking([block, redacted])
+    assert message["content"][0]["text"] == "Hi"

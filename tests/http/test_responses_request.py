@@ -11,6 +11,7 @@ import msgspec
 import pytest
 
 from gateway.errors import InvalidRequest
+from gateway.http.openai_responses.answer import signed_thinking
 from gateway.http.openai_responses.request import (
     ResponsesTranslation,
     decode_responses,
@@ -293,3 +294,30 @@ def test_a_namespaces_tools_are_offered_flat_and_answer_in_their_namespace() -> 
         "multi_agent_v1__spawn_agent": ("multi_agent_v1", "spawn_agent")
     }
     assert out.dropped == [] and out.echo["tools"] == [agents]
+
+
+def test_the_gateways_signed_thinking_comes_back_as_thinking_blocks() -> None:
+    blocks = [{"type": "thinking", "thinking": "Hmm.", "signature": "sig-1"}]
+    own = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": ""}
+    own["encrypted_content"] = signed_thinking(blocks)
+    foreign = {"type": "reasoning", "id": "rs_2", "summary": [], "encrypted_content": "gAAAA"}
+    call = {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{}"}
+    out = translate(
+        {
+            "input": [
+                {"role": "user", "content": "Weather?"},
+                own,
+                call,
+                {"type": "function_call_output", "call_id": "c1", "output": "Sunny"},
+                foreign,
+                {"role": "assistant", "content": "It is sunny."},
+                own,
+                {"role": "user", "content": "Thanks"},
+            ]
+        }
+    )
+    assistant, final = (m for m in messages(out) if m["role"] == "assistant")
+    assert assistant["thinking_blocks"] == blocks and assistant["tool_calls"][0]["id"] == "c1"
+    assert "thinking_blocks" not in final  # another upstream's reasoning is not sent
+    assert "gAAAA" not in json.dumps(messages(out))
+    assert messages(out)[-1] == {"role": "user", "content": "Thanks"}

@@ -2,7 +2,10 @@
 `response` object, and the pieces a stream builds the same object from.
 
     id                         resp_ + the call's random part (the log line's call id)
-    reasoning_content          a reasoning item (its text as a reasoning_text part), first
+    reasoning_content          a reasoning item (its text as a reasoning_text part), first;
+    thinking_blocks            signed ones in its `encrypted_content`, which the gateway
+                               reads back when the client returns the item (Claude's
+                               thinking kept across a tool loop)
     message.content            a message item with one output_text part
     message.refusal            a message item with a refusal part
     message.tool_calls         function_call items (call_id = the upstream's call id);
@@ -18,12 +21,13 @@
 
 from __future__ import annotations
 
+import base64
 import time
 from typing import Any
 
 import msgspec
 
-from gateway.http.openai_responses.request import CUSTOM_INPUT, ToolNames
+from gateway.http.openai_responses.request import CUSTOM_INPUT, SIGNED_THINKING, ToolNames
 from gateway.ids import new_call_id
 
 __all__ = [
@@ -94,14 +98,25 @@ def custom_input(arguments: str) -> str:
     return arguments
 
 
-def reasoning_item(text: str, status: str) -> dict[str, Any]:
-    return {
+def signed_thinking(blocks: list[dict[str, Any]]) -> str:
+    """The `encrypted_content` that carries an upstream's signed thinking blocks back to it
+    (`gateway.http.openai_responses.request.SIGNED_THINKING`)."""
+    return SIGNED_THINKING + base64.urlsafe_b64encode(_encode(blocks)).decode()
+
+
+def reasoning_item(
+    text: str, status: str, signed: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    item: dict[str, Any] = {
         "id": item_id("rs"),
         "type": "reasoning",
         "summary": [],
         "content": [{"type": "reasoning_text", "text": text}],
         "status": status,
     }
+    if signed:
+        item["encrypted_content"] = signed_thinking(signed)
+    return item
 
 
 def text_part(text: str) -> dict[str, Any]:
@@ -186,8 +201,12 @@ def response_of(completion: dict[str, Any], echo: dict[str, Any], names: ToolNam
     message = choice.get("message") or {}
     output: list[dict[str, Any]] = []
     reasoning = message.get("reasoning_content")
-    if isinstance(reasoning, str) and reasoning:
-        output.append(reasoning_item(reasoning, "completed"))
+    signed = message.get("thinking_blocks")
+    signed = [b for b in signed if isinstance(b, dict)] if isinstance(signed, list) else []
+    if not isinstance(reasoning, str) or not reasoning:
+        reasoning = "".join(str(b.get("thinking") or "") for b in signed)
+    if reasoning or signed:
+        output.append(reasoning_item(reasoning, "completed", signed))
     parts: list[dict[str, Any]] = []
     text = message.get("content")
     if isinstance(text, str) and text:

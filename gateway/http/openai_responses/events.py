@@ -6,7 +6,8 @@ From chat.completion.chunks (every upstream's stream, translated by its adapter)
 
     the first chunk          response.created, response.in_progress (status in_progress)
     reasoning_content        a reasoning item: output_item.added, content_part.added
-                             (reasoning_text), reasoning_text.delta ...
+                             (reasoning_text), reasoning_text.delta ...; signed thinking
+                             blocks go into its `encrypted_content` (`answer.signed_thinking`)
     content, refusal         a message item: output_item.added, content_part.added
                              (output_text or refusal), output_text.delta / refusal.delta ...
     each tool call           a function_call item: output_item.added,
@@ -42,6 +43,7 @@ from gateway.http.openai_responses.answer import (
     response_id,
     response_object,
     responses_usage,
+    signed_thinking,
     status_of,
     text_part,
 )
@@ -67,13 +69,14 @@ def failure_code(error: GatewayError) -> str:
 class _Item:
     """The output item open now: its index in `output` and its text or arguments so far."""
 
-    __slots__ = ("index", "kind", "part", "text")
+    __slots__ = ("index", "kind", "part", "signed", "text")
 
     def __init__(self, index: int, kind: str, part: str = "") -> None:
         self.index = index
         self.kind = kind  # reasoning, message, function_call, custom_tool_call
         self.part = part  # the content part's type (output_text, refusal, reasoning_text)
         self.text: list[str] = []
+        self.signed: list[dict[str, Any]] = []  # a reasoning item's signed thinking blocks
 
 
 class ResponseEventFramer:
@@ -144,6 +147,9 @@ class ResponseEventFramer:
             reasoning = delta.get("reasoning_content")
             if isinstance(reasoning, str) and reasoning:
                 self._text("reasoning", "reasoning_text", reasoning, out)
+            signed = delta.get("thinking_blocks")
+            if isinstance(signed, list) and signed:
+                self._signed(signed, out)
             content = delta.get("content")
             if isinstance(content, str) and content:
                 self._text("message", "output_text", content, out)
@@ -171,6 +177,15 @@ class ResponseEventFramer:
             self._event("response.refusal.delta", out, **at, delta=text)
         else:
             self._event("response.reasoning_text.delta", out, **at, delta=text)
+
+    def _signed(self, blocks: list[Any], out: list[bytes]) -> None:
+        """Signed thinking blocks (whole, as an adapter sends them when a block ends) go with
+        the open reasoning item, or one of their own (a redacted block has no text)."""
+        item = self._open
+        if item is None or item.kind != "reasoning":
+            self._close(out, "completed")
+            item = self._open_item("reasoning", "reasoning_text", out)
+        item.signed += [block for block in blocks if isinstance(block, dict)]
 
     def _open_item(self, kind: str, part: str, out: list[bytes]) -> _Item:
         index = len(self._output)
@@ -244,6 +259,8 @@ class ResponseEventFramer:
                 part = {"type": "reasoning_text", "text": text}
                 self._event("response.reasoning_text.done", out, **at, content_index=0, text=text)
             entry["content"] = [part]
+            if item.signed:
+                entry["encrypted_content"] = signed_thinking(item.signed)
             self._event("response.content_part.done", out, **at, content_index=0, part=part)
         entry["status"] = status
         self._event("response.output_item.done", out, output_index=item.index, item=entry)

@@ -10,7 +10,10 @@
     function_call_output,            tool messages (text parts joined; images left out, as
                                      chat tool results carry text)
     custom_tool_call_output
-    reasoning items                  dropped: no translated upstream can read them
+    reasoning items                  dropped (no translated upstream can read another's
+                                     encrypted reasoning), but the gateway's own
+                                     (`SIGNED_THINKING`): the next assistant message's
+                                     thinking_blocks
     function tools                   function tools (strict kept)
     namespace tools                  each of its tools offered as `<namespace>__<name>`; their
                                      calls come back with `namespace` and `name` apart
@@ -41,6 +44,7 @@ not listed here, and a `tool_choice` that forces a built-in tool.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -63,6 +67,7 @@ from gateway.schemas.responses import InputTokensRequest, ResponsesRequest
 __all__ = [
     "CUSTOM_INPUT",
     "NAMESPACE_JOIN",
+    "SIGNED_THINKING",
     "ResponsesTranslation",
     "ToolNames",
     "decode_responses",
@@ -77,6 +82,11 @@ _CUSTOM_PARAMETERS = {
     "required": [CUSTOM_INPUT],
     "additionalProperties": False,
 }
+SIGNED_THINKING = "gw-thinking:"
+"""Starts the `encrypted_content` of a reasoning item the gateway made from an upstream's
+signed thinking blocks (their JSON, base64url): given back, they become the next assistant
+message's `thinking_blocks`, so a model that signs its thinking (Claude) keeps it across a
+tool loop. Any other encrypted content is another upstream's and is dropped."""
 NAMESPACE_JOIN = "__"
 """Joins a namespace's name and its tool's into the one function name an upstream is offered."""
 _TOOL_NAME = re.compile(FUNCTION_NAME_PATTERN)
@@ -85,7 +95,6 @@ _STATEFUL = f"needs state kept by the upstream, so it is {_NATIVE_ONLY}"
 _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text")
 _DROPPED_ITEMS = frozenset(
     {
-        "reasoning",
         "web_search_call",
         "file_search_call",
         "image_generation_call",
@@ -409,6 +418,27 @@ class _Input:
     def __init__(self, problems: list[ErrorDetail]) -> None:
         self.out: list[ChatMessage] = []
         self.problems = problems
+        self.thinking: list[dict[str, Any]] = []  # signed blocks for the next assistant turn
+
+    def _assistant(self, message: ChatMessage) -> ChatMessage:
+        if self.thinking:
+            message.thinking_blocks = self.thinking
+            self.thinking = []
+        self.out.append(message)
+        return message
+
+    def _reasoning(self, item: dict[str, Any]) -> None:
+        encrypted = item.get("encrypted_content")
+        if not isinstance(encrypted, str) or not encrypted.startswith(SIGNED_THINKING):
+            return
+        try:
+            blocks = msgspec.json.decode(
+                base64.urlsafe_b64decode(encrypted.removeprefix(SIGNED_THINKING))
+            )
+        except (ValueError, msgspec.DecodeError):
+            return
+        if isinstance(blocks, list):
+            self.thinking += [block for block in blocks if isinstance(block, dict)]
 
     def problem(self, field_name: str, message: str) -> None:
         self.problems.append(ErrorDetail(field=field_name, message=message))
@@ -425,6 +455,8 @@ class _Input:
                 self._call(item, kind, at)
             elif kind in ("function_call_output", "custom_tool_call_output"):
                 self._output(item, at)
+            elif kind == "reasoning":
+                self._reasoning(item)
             elif kind in _DROPPED_ITEMS:
                 continue
             elif kind == "item_reference":
@@ -438,14 +470,19 @@ class _Input:
         if role not in ("user", "assistant", "system", "developer"):
             raise _invalid(f"{at}.role", "must be one of: user, assistant, system, developer")
         content = item.get("content")
+        if role != "assistant":
+            self.thinking = []  # a turn of another role: the blocks belonged to no answer
         if isinstance(content, str):
-            self.out.append(ChatMessage(role=role, content=content))
+            if role == "assistant":
+                self._assistant(ChatMessage(role=role, content=content))
+            else:
+                self.out.append(ChatMessage(role=role, content=content))
             return
         if not isinstance(content, list):
             raise _invalid(f"{at}.content", "expected a string or an array of parts")
         if role == "assistant":
             text = "".join(self._texts(content, f"{at}.content"))
-            self.out.append(ChatMessage(role="assistant", content=text))
+            self._assistant(ChatMessage(role="assistant", content=text))
             return
         parts: list[dict[str, Any]] = []
         for j, part in enumerate(content):
@@ -512,18 +549,19 @@ class _Input:
             "function": {"name": name, "arguments": arguments},
         }
         last = self.out[-1] if self.out else None
-        if last is not None and last.role == "assistant" and last.tool_call_id is UNSET:
+        if last is not None and last.role == "assistant" and not self.thinking:
             calls = last.tool_calls if last.tool_calls is not UNSET else []
             last.tool_calls = [*calls, call]
             if last.content == "":
                 last.content = None
         else:
-            self.out.append(ChatMessage(role="assistant", content=None, tool_calls=[call]))
+            self._assistant(ChatMessage(role="assistant", content=None, tool_calls=[call]))
 
     def _output(self, item: dict[str, Any], at: str) -> None:
         call_id = item.get("call_id")
         if not isinstance(call_id, str) or not call_id:
             raise _invalid(f"{at}.call_id", "this field is required")
+        self.thinking = []
         output = item.get("output", "")
         if isinstance(output, list):
             texts = []
