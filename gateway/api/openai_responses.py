@@ -32,13 +32,14 @@ from gateway.api.responses import route_headers, send_bytes, send_reply
 from gateway.auth import Caller
 from gateway.chat.outcomes import ChatCompleted, ChatReplayed
 from gateway.chat.tokens import count_tokens
-from gateway.errors import MethodNotAllowed, NotFound
+from gateway.errors import InvalidRequest, MethodNotAllowed, NotFound, fields_message
 from gateway.http.context import RequestContext, context_of
 from gateway.http.event_stream import send_event_stream
 from gateway.http.json_body import read_body, require_json_content_type
 from gateway.http.openai_responses.dialect import RESPONSES_DIALECT, OpenAIResponses
 from gateway.http.openai_responses.native import ResponsesCall
 from gateway.http.openai_responses.request import (
+    client_field,
     decode_input_tokens,
     decode_responses,
     to_chat_request,
@@ -69,15 +70,19 @@ async def create_response(scope: Any, receive: Any, send: Any) -> None:
     request, raw = decode_responses(body)
     translation = to_chat_request(request)
     native = ResponsesCall(raw, translation.problems)
-    outcome = await resources.chat.handle(
-        caller,
-        translation.chat,
-        body_size=len(body),
-        dialect=OpenAIResponses(translation),
-        request_id=ctx.request_id,
-        idempotency_key=ctx.idempotency_key,
-        native=native,
-    )
+    try:
+        outcome = await resources.chat.handle(
+            caller,
+            translation.chat,
+            body_size=len(body),
+            dialect=OpenAIResponses(translation),
+            request_id=ctx.request_id,
+            idempotency_key=ctx.idempotency_key,
+            native=native,
+        )
+    except InvalidRequest as exc:
+        _in_client_terms(exc)
+        raise
     extra: list[tuple[bytes, bytes]] = []
     if translation.dropped and not native.passed_through:
         ctx.dropped_tools = ",".join(translation.dropped)
@@ -121,6 +126,14 @@ async def input_tokens(scope: Any, receive: Any, send: Any) -> None:
     )
     ctx.model = model
     await send_bytes(send, _encode({"object": "response.input_tokens", "input_tokens": tokens}))
+
+
+def _in_client_terms(error: InvalidRequest) -> None:
+    """A refusal of the chat request's rules names the fields as the client wrote them."""
+    if error.details:
+        for detail in error.details:
+            detail.field = client_field(detail.field)
+        error.message = fields_message(error.details)
 
 
 def _not_stored(response_id: str) -> NotFound:

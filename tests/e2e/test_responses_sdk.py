@@ -189,3 +189,20 @@ def test_an_idempotency_key_replays_the_response(http: httpx.Client) -> None:
     assert first.status_code == again.status_code == 200
     assert again.headers["idempotent-replayed"] == "true"
     assert again.content == first.content
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"input": "Hi", "max_output_tokens": 100_000}, "max_output_tokens"),
+        ({"input": []}, "input"),
+        ({"input": "Hi", "reasoning": {"effort": "huge"}}, "reasoning.effort"),
+    ],
+)
+def test_refusals_name_the_fields_the_client_sent(
+    http: httpx.Client, body: dict[str, Any], param: str
+) -> None:
+    answer = http.post("/v1/responses", json={"model": "sim-chat-1", **body})
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error["param"] == param and error["message"].startswith(f"{param}: ")

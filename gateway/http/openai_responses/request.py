@@ -70,6 +70,7 @@ __all__ = [
     "SIGNED_THINKING",
     "ResponsesTranslation",
     "ToolNames",
+    "client_field",
     "decode_responses",
     "to_chat_request",
 ]
@@ -151,6 +152,26 @@ class ResponsesTranslation:
     """Built-in tools left out of the offer (the `x-gateway-dropped-tools` header)."""
     echo: dict[str, Any] = field(default_factory=dict)
     """The request's fields the response object repeats (tools, tool_choice, ...)."""
+
+
+_CLIENT_FIELDS = (
+    ("max_completion_tokens", "max_output_tokens"),
+    ("max_tokens", "max_output_tokens"),
+    ("messages", "input"),
+    ("reasoning_effort", "reasoning.effort"),
+    ("response_format", "text.format"),
+    ("verbosity", "text.verbosity"),
+    ("tools", "tools"),
+)
+
+
+def client_field(chat_field: str) -> str:
+    """The Responses API's name for a field of the chat request a refusal names (an index into
+    `messages` or `tools` does not survive the translation: the list's name stands)."""
+    for chat_name, name in _CLIENT_FIELDS:
+        if chat_field == chat_name or chat_field.startswith((chat_name + "[", chat_name + ".")):
+            return name
+    return chat_field
 
 
 def _invalid(field_name: str, message: str) -> InvalidRequest:
