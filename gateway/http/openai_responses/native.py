@@ -57,14 +57,15 @@ class _Upstream:
         self._call = call
 
     async def complete(self, body: dict[str, Any]) -> ChatCompletion:
-        self._call.passed_through = True
         completion = await self._provider.responses(body)
+        self._call.passed_through = True
         self._call.upstream_id = completion.body.get("id")
         return completion
 
     async def stream(self, body: dict[str, Any]) -> ChatStream:
+        stream = await self._provider.responses_stream(body)
         self._call.passed_through = True
-        return await self._provider.responses_stream(body)
+        return stream
 
 
 class ResponsesCall:
@@ -76,7 +77,8 @@ class ResponsesCall:
         self.request = raw
         self.problems = problems
         self.passed_through = False
-        """Whether an upstream was sent the body as is (then no tool was dropped)."""
+        """Whether an upstream that was sent the body as is answered (then no tool was
+        dropped)."""
         self.upstream_id: object = None
 
     def upstream(self, provider: object) -> _Upstream | None:
