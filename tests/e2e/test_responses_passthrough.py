@@ -22,6 +22,7 @@ import pytest
 from tests.fakes.openai_responses_upstream import (
     DEFAULT_TEXT,
     FakeOpenAIResponses,
+    ResponsesReply,
     ResponsesStreamReply,
     whole_response,
 )
@@ -82,6 +83,9 @@ capability = "chat"
 markup = 1000
 max_output_tokens = 4096
 pricing = {{ input_usd_per_mtok = 5, output_usd_per_mtok = 15 }}
+
+[routing.auto]
+chat = ["gpt-pass", "compat-chat"]
 
 [tenants.default]
 """
@@ -272,3 +276,16 @@ def test_azure_openai_passes_through_to_its_deployment(
         events = read_events(streamed.read().decode())
     assert check_event_order(events)["model"] == "az-pass"
     assert responses_upstream.requests[-1].json == {**sent.json, "stream": True}
+
+
+def test_a_fallback_from_passthrough_to_translation_names_the_dropped_tools(
+    http: httpx.Client, responses_upstream: FakeOpenAIResponses, compat: FakeOpenAI
+) -> None:
+    overloaded = {"error": {"message": "Overloaded", "type": "server_error", "code": None}}
+    responses_upstream.enqueue(ResponsesReply(body=overloaded, status=503))
+    body = {"model": "auto", "input": "Search rivers", "tools": [{"type": "web_search"}]}
+    answer = http.post("/v1/responses", json=body)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-gateway-model"] == "compat-chat"
+    assert answer.headers["x-gateway-dropped-tools"] == "web_search"
+    assert answer.json()["output"][0]["content"][0]["text"] == compat.text
