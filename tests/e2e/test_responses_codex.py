@@ -18,6 +18,7 @@ import pytest
 
 from providers.simulator.generator import _VOCAB
 from tests.support.gateway_process import ROOT, GatewayProcess, start_gateway
+from tests.support.waiting import wait_until
 
 CODEX = ROOT / "tests" / "clients" / "node_modules" / ".bin" / "codex"
 CONFIG = """
@@ -100,10 +101,13 @@ def test_codex_exec_gets_the_simulators_answer(gateway: GatewayProcess, tmp_path
     words = re.findall(r"[a-z]+", answer.lower())
     assert words and set(words) <= set(_VOCAB), answer  # every word is the simulator's
     assert answer.strip() in process.stdout
-    calls = [
-        r
-        for r in gateway.log_records()
-        if r.get("event") == "request" and r.get("route") == "/v1/responses"
-    ]
-    assert calls and all(r["status"] == 200 and r["dialect"] == "responses" for r in calls)
+    calls = wait_until(  # a line is written once its answer went out
+        lambda: [
+            r
+            for r in gateway.log_records()
+            if r.get("event") == "request" and r.get("route") == "/v1/responses"
+        ],
+        what="the log lines of Codex's calls",
+    )
+    assert all(r["status"] == 200 and r["dialect"] == "responses" for r in calls)
     assert all("web_search" in (r["dropped_tools"] or "") for r in calls)

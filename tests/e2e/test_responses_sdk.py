@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from tests.support.gateway_process import ROOT, GatewayProcess, client_for, start_gateway
 from tests.support.responses_events import check_event_order, stream_events
+from tests.support.waiting import wait_until
 
 WEATHER = {
     "type": "function",
@@ -135,7 +136,10 @@ def test_built_in_tools_are_dropped_and_named(
     assert raw.headers["x-gateway-dropped-tools"] == "web_search,file_search"
     assert raw.parse().output_text
     request_id = raw.headers["x-request-id"]
-    (line,) = [r for r in gateway.log_records() if r.get("request_id") == request_id]
+    (line,) = wait_until(  # the line is written once the answer went out
+        lambda: [r for r in gateway.log_records() if r.get("request_id") == request_id],
+        what="the call's log line",
+    )
     assert line["dropped_tools"] == "web_search,file_search" and line["dialect"] == "responses"
     with pytest.raises(openai.BadRequestError) as caught:
         client.responses.create(

@@ -27,7 +27,8 @@ from typing import Any
 
 import msgspec
 
-from gateway.http.openai_responses.request import CUSTOM_INPUT, SIGNED_THINKING, ToolNames
+from gateway.http.openai_responses.items import CUSTOM_INPUT, SIGNED_THINKING
+from gateway.http.openai_responses.request import ToolNames
 from gateway.ids import new_call_id
 
 __all__ = [

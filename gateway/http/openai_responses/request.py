@@ -2,25 +2,16 @@
 
     instructions                     a system message, first
     input (a string)                 one user message
-    message items                    by role; input_text / output_text / refusal -> text,
-                                     input_image -> an image_url part (URL or data URL)
-    function_call, custom_tool_call  the assistant message's tool_calls (consecutive calls
-                                     join one message; a custom call's input is the
-                                     arguments {"input": ...})
-    function_call_output,            tool messages (text parts joined; images left out, as
-                                     chat tool results carry text)
-    custom_tool_call_output
-    reasoning items                  dropped (no translated upstream can read another's
-                                     encrypted reasoning), but the gateway's own
-                                     (`SIGNED_THINKING`): the next assistant message's
-                                     thinking_blocks
+    input items                      messages (`items`: message, function and custom tool
+                                     calls and outputs; reasoning dropped but the gateway's
+                                     own signed thinking)
     function tools                   function tools (strict kept)
     namespace tools                  each of its tools offered as `<namespace>__<name>`; their
                                      calls come back with `namespace` and `name` apart
     custom tools                     function tools taking one string, {"input": ...};
                                      their calls come back as custom_tool_call items
-    built-in tools (web_search,      dropped from the offer and named (`dropped`); a 400
-    file_search, local_shell, ...)   naming the tool when tool_choice forces one
+    built-in tools (web_search,      dropped from the offer and named (`dropped`); a
+    file_search, local_shell, ...)   problem when tool_choice forces one
     tool_choice                      none/auto/required, a named function or custom tool,
                                      allowed_tools (the offer cut to the listed tools)
     parallel_tool_calls              kept (with tools)
@@ -44,7 +35,6 @@ not listed here, and a `tool_choice` that forces a built-in tool.
 
 from __future__ import annotations
 
-import base64
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -55,6 +45,14 @@ from msgspec import UNSET
 
 from gateway.errors import ErrorDetail, InvalidRequest, decode_detail, fields_message
 from gateway.http.json_body import decode_json
+from gateway.http.openai_responses.items import (
+    CUSTOM_INPUT,
+    NAMESPACE_JOIN,
+    NATIVE_ONLY,
+    STATEFUL,
+    InputItems,
+    invalid,
+)
 from gateway.schemas.chat import (
     FUNCTION_NAME_PATTERN,
     ChatMessage,
@@ -65,52 +63,25 @@ from gateway.schemas.chat import (
 from gateway.schemas.responses import InputTokensRequest, ResponsesRequest
 
 __all__ = [
-    "CUSTOM_INPUT",
-    "NAMESPACE_JOIN",
-    "SIGNED_THINKING",
     "ResponsesTranslation",
     "ToolNames",
     "client_field",
+    "decode_input_tokens",
     "decode_responses",
     "to_chat_request",
 ]
 
-CUSTOM_INPUT = "input"
-"""The one string argument a custom (freeform) tool takes when offered as a function."""
 _CUSTOM_PARAMETERS = {
     "type": "object",
     "properties": {CUSTOM_INPUT: {"type": "string", "description": "The tool's whole input."}},
     "required": [CUSTOM_INPUT],
     "additionalProperties": False,
 }
-SIGNED_THINKING = "gw-thinking:"
-"""Starts the `encrypted_content` of a reasoning item the gateway made from an upstream's
-signed thinking blocks (their JSON, base64url): given back, they become the next assistant
-message's `thinking_blocks`, so a model that signs its thinking (Claude) keeps it across a
-tool loop. Any other encrypted content is another upstream's and is dropped."""
-NAMESPACE_JOIN = "__"
-"""Joins a namespace's name and its tool's into the one function name an upstream is offered."""
 _TOOL_NAME = re.compile(FUNCTION_NAME_PATTERN)
-_NATIVE_ONLY = "only served by OpenAI and Azure OpenAI upstreams (passed through as sent)"
-_STATEFUL = f"needs state kept by the upstream, so it is {_NATIVE_ONLY}"
-_TEXT_PARTS = ("input_text", "output_text", "text", "summary_text")
-_DROPPED_ITEMS = frozenset(
-    {
-        "web_search_call",
-        "file_search_call",
-        "image_generation_call",
-        "code_interpreter_call",
-        "mcp_list_tools",
-        "mcp_approval_request",
-        "mcp_approval_response",
-        "compaction",
-    }
-)
-"""Items kept by a client from another upstream's answers that no translated upstream reads."""
+
 
 _decode_object = msgspec.json.Decoder(dict[str, Any])
 _decode_count = msgspec.json.Decoder(InputTokensRequest)
-_encode = msgspec.json.Encoder().encode
 
 
 def decode_responses(body: bytes) -> tuple[ResponsesRequest, dict[str, Any]]:
@@ -126,6 +97,7 @@ def decode_responses(body: bytes) -> tuple[ResponsesRequest, dict[str, Any]]:
 
 
 def decode_input_tokens(body: bytes) -> InputTokensRequest:
+    """An input_tokens request, typed; a 400 naming the field as `decode_responses`."""
     return decode_json(body, _decode_count, InvalidRequest)
 
 
@@ -174,11 +146,6 @@ def client_field(chat_field: str) -> str:
     return chat_field
 
 
-def _invalid(field_name: str, message: str) -> InvalidRequest:
-    detail = ErrorDetail(field=field_name, message=message)
-    return InvalidRequest(fields_message([detail]), details=[detail])
-
-
 def to_chat_request(request: InputTokensRequest) -> ResponsesTranslation:
     """The service's request for `request` (see the module docstring)."""
     problems: list[ErrorDetail] = []
@@ -190,7 +157,7 @@ def to_chat_request(request: InputTokensRequest) -> ResponsesTranslation:
     if isinstance(items, str):
         messages.append(ChatMessage(role="user", content=items))
     elif isinstance(items, list):
-        messages += _Input(problems).messages(items)
+        messages += InputItems(problems).messages(items)
     chat = ChatRequest(model=request.model, messages=messages)
     translation = ResponsesTranslation(chat=chat, problems=problems)
     offered = _tools(request.tools or [], translation)
@@ -213,14 +180,14 @@ def to_chat_request(request: InputTokensRequest) -> ResponsesTranslation:
 
 def _stateful(request: InputTokensRequest, problems: list[ErrorDetail]) -> None:
     if request.previous_response_id:
-        problems.append(ErrorDetail(field="previous_response_id", message=_STATEFUL))
+        problems.append(ErrorDetail(field="previous_response_id", message=STATEFUL))
     if request.conversation is not UNSET and request.conversation is not None:
-        problems.append(ErrorDetail(field="conversation", message=_STATEFUL))
+        problems.append(ErrorDetail(field="conversation", message=STATEFUL))
     if isinstance(request, ResponsesRequest):
         if request.prompt is not UNSET and request.prompt is not None:
-            problems.append(ErrorDetail(field="prompt", message=_STATEFUL))
+            problems.append(ErrorDetail(field="prompt", message=STATEFUL))
         if request.background is True:
-            problems.append(ErrorDetail(field="background", message=_STATEFUL))
+            problems.append(ErrorDetail(field="background", message=STATEFUL))
 
 
 def _sampling(chat: ChatRequest, request: ResponsesRequest) -> None:
@@ -252,7 +219,7 @@ def _text_config(chat: ChatRequest, output: object, verbosity: object) -> None:
         schema = output.get("schema")
         name = output.get("name")
         if not isinstance(schema, dict):
-            raise _invalid("text.format.schema", "this field is required")
+            raise invalid("text.format.schema", "this field is required")
         json_schema: dict[str, Any] = {
             "name": name if isinstance(name, str) and name else "output",
             "schema": schema,
@@ -265,7 +232,7 @@ def _text_config(chat: ChatRequest, output: object, verbosity: object) -> None:
     elif kind == "json_object":
         chat.response_format = {"type": "json_object"}
     elif kind != "text":
-        raise _invalid("text.format.type", "must be one of: text, json_schema, json_object")
+        raise invalid("text.format.type", "must be one of: text, json_schema, json_object")
 
 
 def _tools(tools: list[dict[str, Any]], translation: ResponsesTranslation) -> dict[str, Any]:
@@ -280,13 +247,11 @@ def _tools(tools: list[dict[str, Any]], translation: ResponsesTranslation) -> di
             continue
         name = tool.get("name")
         if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
-            raise _invalid(f"{i}.name", f"must match {FUNCTION_NAME_PATTERN}")
+            raise invalid(f"{i}.name", f"must match {FUNCTION_NAME_PATTERN}")
         if namespace is not None:
             flat = f"{namespace}{NAMESPACE_JOIN}{name}"
             if not _TOOL_NAME.fullmatch(flat):
-                raise _invalid(
-                    f"{i}.name", f"with its namespace must match {FUNCTION_NAME_PATTERN}"
-                )
+                raise invalid(f"{i}.name", f"with its namespace must match {FUNCTION_NAME_PATTERN}")
             namespaced[flat] = (namespace, name)
             name = flat
         function = FunctionDefinition(name=name)
@@ -314,16 +279,16 @@ def _flattened(tools: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any
     """(field, tool, its namespace) of each tool, a namespace's tools in its place."""
     for i, tool in enumerate(tools):
         if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
-            raise _invalid(f"tools[{i}].type", "expected an object with a string type")
+            raise invalid(f"tools[{i}].type", "expected an object with a string type")
         if tool["type"] != "namespace":
             yield f"tools[{i}]", tool, None
             continue
         namespace, inner = tool.get("name"), tool.get("tools")
         if not isinstance(namespace, str) or not isinstance(inner, list):
-            raise _invalid(f"tools[{i}]", "a namespace needs a name and a list of tools")
+            raise invalid(f"tools[{i}]", "a namespace needs a name and a list of tools")
         for j, member in enumerate(inner):
             if not isinstance(member, dict) or not isinstance(member.get("type"), str):
-                raise _invalid(f"tools[{i}].tools[{j}].type", "expected an object with a type")
+                raise invalid(f"tools[{i}].tools[{j}].type", "expected an object with a type")
             yield f"tools[{i}].tools[{j}]", member, namespace
 
 
@@ -346,22 +311,22 @@ def _tool_choice(
         return
     if isinstance(choice, str):
         if choice not in ("none", "auto", "required"):
-            raise _invalid("tool_choice", "must be one of: none, auto, required, or an object")
+            raise invalid("tool_choice", "must be one of: none, auto, required, or an object")
         if choice == "required" and not offered:
             if translation.dropped:
                 _forced(translation, translation.dropped)
                 return
-            raise _invalid("tool_choice", "'required' needs at least one tool")
+            raise invalid("tool_choice", "'required' needs at least one tool")
         if offered:
             chat.tool_choice = choice
         return
     if not isinstance(choice, dict):
-        raise _invalid("tool_choice", "expected a string or an object")
+        raise invalid("tool_choice", "expected a string or an object")
     kind = choice.get("type")
     if kind in ("function", "custom"):
         name = choice.get("name")
         if not isinstance(name, str) or name not in offered:
-            raise _invalid("tool_choice.name", f"no tool named {name!r}")
+            raise invalid("tool_choice.name", f"no tool named {name!r}")
         chat.tool_choice = {"type": "function", "function": {"name": name}}
     elif kind == "allowed_tools":
         _allowed_tools(choice, offered, translation)
@@ -369,9 +334,9 @@ def _tool_choice(
         if kind in translation.dropped:
             _forced(translation, [kind])
             return
-        raise _invalid("tool_choice.type", f"no tool of type {kind!r} was offered")
+        raise invalid("tool_choice.type", f"no tool of type {kind!r} was offered")
     else:
-        raise _invalid("tool_choice.type", "expected a string")
+        raise invalid("tool_choice.type", "expected a string")
 
 
 def _allowed_tools(
@@ -380,7 +345,7 @@ def _allowed_tools(
     listed = choice.get("tools")
     mode = choice.get("mode", "auto")
     if not isinstance(listed, list) or mode not in ("auto", "required"):
-        raise _invalid("tool_choice", "allowed_tools needs tools (a list) and mode auto/required")
+        raise invalid("tool_choice", "allowed_tools needs tools (a list) and mode auto/required")
     names = {t.get("name") for t in listed if isinstance(t, dict)}
     builtins = [t.get("type") for t in listed if isinstance(t, dict) and t.get("name") is None]
     kept = {name: tool for name, tool in offered.items() if name in names}
@@ -396,7 +361,7 @@ def _allowed_tools(
 def _forced(translation: ResponsesTranslation, kinds: list[str]) -> None:
     """tool_choice forces a built-in tool: only an upstream that runs it can serve the call."""
     tools = ", ".join(repr(k) for k in kinds)
-    message = f"forces {tools}, a built-in tool {_NATIVE_ONLY}"
+    message = f"forces {tools}, a built-in tool {NATIVE_ONLY}"
     translation.problems.append(ErrorDetail(field="tool_choice", message=message))
 
 
@@ -431,166 +396,3 @@ def _echo(request: InputTokensRequest, translation: ResponsesTranslation) -> dic
 
 def _or_none(value: object, default: float) -> object:
     return default if value is UNSET or value is None else value
-
-
-class _Input:
-    """The input items as chat messages (see the module docstring)."""
-
-    def __init__(self, problems: list[ErrorDetail]) -> None:
-        self.out: list[ChatMessage] = []
-        self.problems = problems
-        self.thinking: list[dict[str, Any]] = []  # signed blocks for the next assistant turn
-
-    def _assistant(self, message: ChatMessage) -> ChatMessage:
-        if self.thinking:
-            message.thinking_blocks = self.thinking
-            self.thinking = []
-        self.out.append(message)
-        return message
-
-    def _reasoning(self, item: dict[str, Any]) -> None:
-        encrypted = item.get("encrypted_content")
-        if not isinstance(encrypted, str) or not encrypted.startswith(SIGNED_THINKING):
-            return
-        try:
-            blocks = msgspec.json.decode(
-                base64.urlsafe_b64decode(encrypted.removeprefix(SIGNED_THINKING))
-            )
-        except (ValueError, msgspec.DecodeError):
-            return
-        if isinstance(blocks, list):
-            self.thinking += [block for block in blocks if isinstance(block, dict)]
-
-    def problem(self, field_name: str, message: str) -> None:
-        self.problems.append(ErrorDetail(field=field_name, message=message))
-
-    def messages(self, items: list[Any]) -> list[ChatMessage]:
-        for i, item in enumerate(items):
-            at = f"input[{i}]"
-            if not isinstance(item, dict):
-                raise _invalid(at, "expected an object")
-            kind = item.get("type", "message" if "role" in item else None)
-            if kind == "message":
-                self._message(item, at)
-            elif kind in ("function_call", "custom_tool_call"):
-                self._call(item, kind, at)
-            elif kind in ("function_call_output", "custom_tool_call_output"):
-                self._output(item, at)
-            elif kind == "reasoning":
-                self._reasoning(item)
-            elif kind in _DROPPED_ITEMS:
-                continue
-            elif kind == "item_reference":
-                self.problem(f"{at}.type", f"item_reference {_STATEFUL}")
-            else:
-                self.problem(f"{at}.type", f"{kind!r} items are {_NATIVE_ONLY}")
-        return self.out
-
-    def _message(self, item: dict[str, Any], at: str) -> None:
-        role = item.get("role")
-        if role not in ("user", "assistant", "system", "developer"):
-            raise _invalid(f"{at}.role", "must be one of: user, assistant, system, developer")
-        content = item.get("content")
-        if role != "assistant":
-            self.thinking = []  # a turn of another role: the blocks belonged to no answer
-        if isinstance(content, str):
-            if role == "assistant":
-                self._assistant(ChatMessage(role=role, content=content))
-            else:
-                self.out.append(ChatMessage(role=role, content=content))
-            return
-        if not isinstance(content, list):
-            raise _invalid(f"{at}.content", "expected a string or an array of parts")
-        if role == "assistant":
-            text = "".join(self._texts(content, f"{at}.content"))
-            self._assistant(ChatMessage(role="assistant", content=text))
-            return
-        parts: list[dict[str, Any]] = []
-        for j, part in enumerate(content):
-            converted = self._part(part, f"{at}.content[{j}]")
-            if converted is not None:
-                parts.append(converted)
-        if not parts:
-            return
-        if role in ("system", "developer"):
-            texts = [part["text"] for part in parts if part["type"] == "text"]
-            self.out.append(ChatMessage(role=role, content="\n".join(texts)))
-        else:
-            self.out.append(ChatMessage(role="user", content=parts))
-
-    def _part(self, part: object, at: str) -> dict[str, Any] | None:
-        if not isinstance(part, dict):
-            raise _invalid(at, "expected an object")
-        kind = part.get("type")
-        if kind in _TEXT_PARTS:
-            text = part.get("text")
-            if not isinstance(text, str):
-                raise _invalid(f"{at}.text", "expected a string")
-            return {"type": "text", "text": text}
-        if kind == "input_image":
-            url = part.get("image_url")
-            if not isinstance(url, str) or not url:
-                raise _invalid(f"{at}.image_url", "an image URL or data URL is required")
-            image: dict[str, Any] = {"url": url}
-            if part.get("detail") in ("low", "high", "auto"):
-                image["detail"] = part["detail"]
-            return {"type": "image_url", "image_url": image}
-        self.problem(f"{at}.type", f"{kind!r} parts are {_NATIVE_ONLY}")
-        return None
-
-    def _texts(self, parts: list[Any], at: str) -> list[str]:
-        texts: list[str] = []
-        for j, part in enumerate(parts):
-            if not isinstance(part, dict):
-                raise _invalid(f"{at}[{j}]", "expected an object")
-            kind = part.get("type")
-            text = part.get("refusal") if kind == "refusal" else part.get("text")
-            if kind not in (*_TEXT_PARTS, "refusal") or not isinstance(text, str):
-                self.problem(f"{at}[{j}].type", f"{kind!r} parts are {_NATIVE_ONLY}")
-                continue
-            texts.append(text)
-        return texts
-
-    def _call(self, item: dict[str, Any], kind: str, at: str) -> None:
-        call_id, name = item.get("call_id"), item.get("name")
-        if not isinstance(call_id, str) or not isinstance(name, str):
-            raise _invalid(at, f"a {kind} item needs call_id and name strings")
-        namespace = item.get("namespace")
-        if isinstance(namespace, str) and namespace:
-            name = f"{namespace}{NAMESPACE_JOIN}{name}"
-        if kind == "custom_tool_call":
-            text = item.get("input")
-            arguments = _encode({CUSTOM_INPUT: text if isinstance(text, str) else ""}).decode()
-        else:
-            raw = item.get("arguments")
-            arguments = raw if isinstance(raw, str) else ""
-        call = {
-            "id": call_id,
-            "type": "function",
-            "function": {"name": name, "arguments": arguments},
-        }
-        last = self.out[-1] if self.out else None
-        if last is not None and last.role == "assistant" and not self.thinking:
-            calls = last.tool_calls if last.tool_calls is not UNSET else []
-            last.tool_calls = [*calls, call]
-            if last.content == "":
-                last.content = None
-        else:
-            self._assistant(ChatMessage(role="assistant", content=None, tool_calls=[call]))
-
-    def _output(self, item: dict[str, Any], at: str) -> None:
-        call_id = item.get("call_id")
-        if not isinstance(call_id, str) or not call_id:
-            raise _invalid(f"{at}.call_id", "this field is required")
-        self.thinking = []
-        output = item.get("output", "")
-        if isinstance(output, list):
-            texts = []
-            for j, part in enumerate(output):
-                converted = self._part(part, f"{at}.output[{j}]")
-                if converted is not None and converted["type"] == "text":
-                    texts.append(converted["text"])
-            output = "\n".join(texts)
-        elif not isinstance(output, str):
-            output = _encode(output).decode()
-        self.out.append(ChatMessage(role="tool", tool_call_id=call_id, content=output))
