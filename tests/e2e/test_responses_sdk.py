@@ -93,6 +93,15 @@ def test_stream_accumulates_in_the_sdk(client: openai.OpenAI) -> None:
     assert final.status == "completed" and final.usage is not None
 
 
+def test_a_streamed_function_call_accumulates_in_the_sdk(client: openai.OpenAI) -> None:
+    with client.responses.stream(model="auto", input="Weather in Oslo?", tools=[WEATHER]) as s:
+        deltas = [e.delta for e in s if e.type == "response.function_call_arguments.delta"]
+        final = s.get_final_response()
+    (call,) = final.output
+    assert call.type == "function_call" and "".join(deltas) == call.arguments
+    assert json.loads(call.arguments)["city"]
+
+
 def test_parse_gives_the_pydantic_model(client: openai.OpenAI) -> None:
     for number in range(2):
         parsed = client.responses.parse(
