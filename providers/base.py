@@ -155,14 +155,16 @@ class MessagesProvider(Protocol):
 class ResponsesProvider(Protocol):
     """An upstream that speaks OpenAI's Responses API as is (besides `ChatProvider`).
 
-    `body` is the client's request with `model` (the upstream name). Answers are the
-    upstream's, every field kept: `responses` gives the response object as
-    `ChatCompletion.body` (with its counts in `usage`), `responses_stream` yields each stream
-    event as a dict (its `usage` as `ChatStream.usage` says). Failures raise ProviderError as
-    chat calls do.
+    `body` is the client's request with `model` (the upstream name); `responses_api` is false
+    for an instance whose upstream does not serve the Responses API (configured so), which the
+    gateway then translates for. Answers are the upstream's, every field kept: `responses`
+    gives the response object as `ChatCompletion.body` (with its counts in `usage`),
+    `responses_stream` yields each stream event as a dict (its `usage` as `ChatStream.usage`
+    says). Failures raise ProviderError as chat calls do.
     """
 
     name: str
+    responses_api: bool
 
     async def responses(self, body: dict[str, Any]) -> ChatCompletion: ...
 

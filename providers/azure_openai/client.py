@@ -61,6 +61,7 @@ class AzureOpenAIProvider:
             max_tokens_field=options.max_tokens_field, stream_options=options.stream_options
         )
         self._v1 = options.url("/openai/v1/chat/completions")
+        self.responses_api = True
         if options.api == "v1":
             self._responses_url = options.url("/openai/v1/responses")
         else:

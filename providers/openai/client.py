@@ -44,6 +44,7 @@ class OpenAIProvider:
         self._upstream = upstream
         self._url = options.url("/chat/completions")
         self._responses_url = options.url("/responses")
+        self.responses_api = options.responses_api
         self._images = OpenAIImages(options, upstream)
 
     async def complete(self, body: dict[str, Any]) -> ChatCompletion:

@@ -52,6 +52,13 @@ deployment = "my-deployment"
 api_key = "az-upstream-secret"
 timeout_seconds = 5
 
+[providers.chat_only]
+kind = "openai"
+base_url = "{compat}"
+api_key = "sk-chat-only"
+responses_api = false
+timeout_seconds = 5
+
 [providers.compat]
 kind = "openai_compatible"
 base_url = "{compat}"
@@ -70,6 +77,15 @@ pricing = {{ input_usd_per_mtok = 5, output_usd_per_mtok = 15 }}
 id = "az-pass"
 provider = "az"
 upstream_model = "gpt-5"
+capability = "chat"
+markup = 1000
+max_output_tokens = 4096
+pricing = {{ input_usd_per_mtok = 5, output_usd_per_mtok = 15 }}
+
+[[models]]
+id = "chat-only"
+provider = "chat_only"
+upstream_model = "model-b"
 capability = "chat"
 markup = 1000
 max_output_tokens = 4096
@@ -289,3 +305,14 @@ def test_a_fallback_from_passthrough_to_translation_names_the_dropped_tools(
     assert answer.headers["x-gateway-model"] == "compat-chat"
     assert answer.headers["x-gateway-dropped-tools"] == "web_search"
     assert answer.json()["output"][0]["content"][0]["text"] == compat.text
+
+
+def test_an_openai_kind_without_the_responses_api_is_translated(
+    http: httpx.Client, compat: FakeOpenAI
+) -> None:
+    body = {"model": "chat-only", "input": "Hello", "tools": [{"type": "web_search"}]}
+    answer = http.post("/v1/responses", json=body)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-gateway-dropped-tools"] == "web_search"
+    sent = compat.requests[-1]
+    assert sent.path == "/v1/chat/completions" and sent.json["model"] == "model-b"

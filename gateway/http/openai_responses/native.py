@@ -33,11 +33,15 @@ _SPEAKS: dict[type, bool] = {}
 
 
 def speaks_responses(provider: object) -> ResponsesProvider | None:
+    """`provider` as a `ResponsesProvider`, unless its class is none or its upstream was
+    configured as one that does not serve the Responses API."""
     kind = type(provider)
     speaks = _SPEAKS.get(kind)
     if speaks is None:
         speaks = _SPEAKS[kind] = isinstance(provider, ResponsesProvider)
-    return provider if speaks else None  # type: ignore[return-value]
+    if not speaks or not provider.responses_api:  # type: ignore[attr-defined]
+        return None
+    return provider  # type: ignore[return-value]
 
 
 def _frame(event: dict[str, Any]) -> bytes:
