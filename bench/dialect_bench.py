@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """What each client dialect costs per call on one core, in process: the edge's work on the
-chat path (OpenAI) and on the Messages path (Anthropic), translated and passed through.
+chat path (OpenAI), on the Messages path (Anthropic) and on the Responses path (OpenAI's
+Responses API), translated and passed through.
 
     .venv/bin/python bench/dialect_bench.py [--rounds 5] [--calls 20000]
 
@@ -9,7 +10,8 @@ after round) so that the machine's load falls on all rows alike; it prints the m
 rounds and their spread, in microseconds per call. The rows:
 
 - decode: the body decoded into the service's request (chat: one msgspec decode; Messages:
-  decode, Anthropic's checks and the translation);
+  decode, Anthropic's checks and the translation; Responses: decode and the translation, of
+  a short body and of Codex CLI's first turn, 40 KB with 16 tools);
 - answer: a finished chat.completion rendered for the client (chat: one encode; Messages: the
   message made from it), and a native message finished with its credits;
 - stream: one content chunk framed (chat: `data:`; Messages: the event made from a
@@ -34,6 +36,11 @@ from gateway.http.anthropic.dialect import MessagesCall
 from gateway.http.anthropic.events import MessageEventFramer, NativeEventFramer
 from gateway.http.anthropic.request import decode_messages, to_chat_request
 from gateway.http.json_body import OPTIONS_HINT, decode_json
+from gateway.http.openai_responses.answer import response_of
+from gateway.http.openai_responses.events import ResponseEventFramer
+from gateway.http.openai_responses.native import NativeResponseFramer, ResponsesCall
+from gateway.http.openai_responses.request import decode_responses
+from gateway.http.openai_responses.request import to_chat_request as responses_to_chat
 from gateway.http.openai_sse import OPENAI_CHAT
 from gateway.metrics import Metrics
 from gateway.schemas.chat import ChatRequest
@@ -56,6 +63,57 @@ MESSAGES_BODY = msgspec.json.encode(
         "system": SYSTEM,
         "messages": [{"role": "user", "content": QUESTION}],
         "max_tokens": 16,
+    }
+)
+RESPONSES_BODY = msgspec.json.encode(
+    {"model": "bench-model", "instructions": SYSTEM, "input": QUESTION, "max_output_tokens": 16}
+)
+_CODEX_TOOL = {
+    "type": "function",
+    "name": "exec_command",
+    "description": "Runs a command in a PTY, returning output or a session ID. " * 8,
+    "strict": False,
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "cmd": {"type": "string", "description": "Shell command to execute."},
+            "workdir": {"type": "string", "description": "The working directory."},
+            "yield_time_ms": {"type": "number", "description": "How long to wait."},
+        },
+        "required": ["cmd"],
+        "additionalProperties": False,
+    },
+}
+CODEX_BODY = msgspec.json.encode(
+    {
+        "model": "bench-model",
+        "instructions": "You are a coding agent running in the Codex CLI. " * 500,
+        "input": [
+            {
+                "type": "message",
+                "role": "developer",
+                "content": [{"type": "input_text", "text": "Rules. " * 400}],
+            },
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "<environment_context/>"}],
+            },
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": QUESTION}],
+            },
+        ],
+        "tools": [{**_CODEX_TOOL, "name": f"tool_{i}"} for i in range(15)]
+        + [{"type": "web_search"}],
+        "tool_choice": "auto",
+        "parallel_tool_calls": True,
+        "reasoning": {"summary": "auto"},
+        "store": False,
+        "stream": True,
+        "include": ["reasoning.encrypted_content"],
+        "prompt_cache_key": "01a220a1-46df-7a93-967b-dbacadde1ab4",
     }
 )
 COMPLETION: dict[str, Any] = {
@@ -98,6 +156,32 @@ CHUNK = {
 }
 EVENT = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": " w"}}
 
+RESPONSE: dict[str, Any] = {
+    "id": "resp_0123456789abcdef",
+    "object": "response",
+    "created_at": 1,
+    "status": "completed",
+    "model": "bench-model",
+    "output": [
+        {
+            "id": "msg_0123456789abcdef",
+            "type": "message",
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "Hello!", "annotations": []}],
+        }
+    ],
+    "usage": {"input_tokens": 20, "output_tokens": 8, "total_tokens": 28},
+}
+RESPONSE_EVENT = {
+    "type": "response.output_text.delta",
+    "item_id": "msg_0123456789abcdef",
+    "output_index": 0,
+    "content_index": 0,
+    "delta": " w",
+    "sequence_number": 5,
+}
+
 _CHAT = msgspec.json.Decoder(ChatRequest)
 
 
@@ -109,6 +193,27 @@ def _messages_decode() -> None:
     request, raw = decode_messages(MESSAGES_BODY, MessagesRequest)
     _, problems = to_chat_request(request, raw)
     MessagesCall(raw, {}, problems)
+
+
+def _responses_decode() -> None:
+    request, raw = decode_responses(RESPONSES_BODY)
+    ResponsesCall(raw, responses_to_chat(request).problems)
+
+
+def _codex_decode() -> None:
+    request, raw = decode_responses(CODEX_BODY)
+    ResponsesCall(raw, responses_to_chat(request).problems)
+
+
+_TRANSLATION = responses_to_chat(decode_responses(RESPONSES_BODY)[0])
+
+
+def _responses_answer() -> None:
+    response_of(COMPLETION, _TRANSLATION.echo, _TRANSLATION.names)
+
+
+def _responses_native_answer() -> None:
+    ResponsesCall({}).completion(dict(RESPONSE), CREDITS)
 
 
 def _chat_answer() -> None:
@@ -127,6 +232,9 @@ _OPENAI_FRAMER = OPENAI_CHAT.framer(include_usage=False)
 _MESSAGE_FRAMER = MessageEventFramer()
 _MESSAGE_FRAMER.chunk(CHUNK)  # past message_start and the block's opening
 _NATIVE_FRAMER = NativeEventFramer(call_id="c", model="m")
+_RESPONSE_FRAMER = ResponseEventFramer(_TRANSLATION.echo, _TRANSLATION.names)
+_RESPONSE_FRAMER.chunk(CHUNK)  # past response.created and the item's opening
+_NATIVE_RESPONSE_FRAMER = NativeResponseFramer(model="m")
 
 
 def _chat_chunk() -> None:
@@ -141,6 +249,14 @@ def _native_chunk() -> None:
     _NATIVE_FRAMER.chunk(EVENT)
 
 
+def _responses_chunk() -> None:
+    _RESPONSE_FRAMER.chunk(CHUNK)
+
+
+def _responses_native_chunk() -> None:
+    _NATIVE_RESPONSE_FRAMER.chunk(dict(RESPONSE_EVENT))
+
+
 _METRICS = Metrics(CollectorRegistry(), units_per_credit=10_000)
 
 
@@ -151,12 +267,18 @@ def _dialect_counter() -> None:
 ROWS: list[tuple[str, Callable[[], None]]] = [
     ("decode: chat (OpenAI)", _chat_decode),
     ("decode: Messages, translated", _messages_decode),
+    ("decode: Responses (short body)", _responses_decode),
+    ("decode: Responses (Codex's first turn)", _codex_decode),
     ("answer: chat (OpenAI)", _chat_answer),
     ("answer: Messages, translated", _messages_answer),
     ("answer: Messages, native", _native_answer),
+    ("answer: Responses, translated", _responses_answer),
+    ("answer: Responses, native", _responses_native_answer),
     ("stream chunk: chat (OpenAI)", _chat_chunk),
     ("stream chunk: Messages, translated", _messages_chunk),
     ("stream chunk: Messages, native", _native_chunk),
+    ("stream chunk: Responses, translated", _responses_chunk),
+    ("stream chunk: Responses, native", _responses_native_chunk),
     ("metrics: the dialect counter", _dialect_counter),
 ]
 

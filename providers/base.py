@@ -51,6 +51,7 @@ __all__ = [
     "MusicResult",
     "OpenChunks",
     "ReferenceSizeMismatch",
+    "ResponsesProvider",
     "TaskControl",
     "Usage",
 ]
@@ -154,6 +155,26 @@ class MessagesProvider(Protocol):
     async def count_tokens(
         self, body: dict[str, Any], headers: Mapping[str, str]
     ) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class ResponsesProvider(Protocol):
+    """An upstream that speaks OpenAI's Responses API as is (besides `ChatProvider`).
+
+    `body` is the client's request with `model` (the upstream name); `responses_api` is false
+    for an instance whose upstream does not serve the Responses API (configured so), which the
+    gateway then translates for. Answers are the upstream's, every field kept: `responses`
+    gives the response object as `ChatCompletion.body` (with its counts in `usage`),
+    `responses_stream` yields each stream event as a dict (its `usage` as `ChatStream.usage`
+    says). Failures raise ProviderError as chat calls do.
+    """
+
+    name: str
+    responses_api: bool
+
+    async def responses(self, body: dict[str, Any]) -> ChatCompletion: ...
+
+    async def responses_stream(self, body: dict[str, Any]) -> ChatStream: ...
 
 
 OpenChunks = Callable[[], Awaitable[AsyncIterator[bytes]]]

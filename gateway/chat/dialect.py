@@ -24,7 +24,8 @@ __all__ = ["ChatDialect", "NativeRequest", "NativeUpstream"]
 class ChatDialect(Protocol):
     @property
     def name(self) -> str:
-        """`openai` or `anthropic`: a label of the metrics and the log line (a bounded set)."""
+        """`openai`, `anthropic` or `responses`: a label of the metrics and the log line (a
+        bounded set)."""
         ...
 
     @property

@@ -42,7 +42,10 @@ class RequestContext:
     """Time spent waiting for upstreams before the response started (not the gateway's)."""
     response_started: float = 0.0
     dialect: str | None = None
-    """The client dialect of a chat endpoint (`openai`, `anthropic`): a metrics label."""
+    """The client dialect of a chat endpoint (`openai`, `anthropic`, `responses`): a metrics
+    label."""
+    dropped_tools: str | None = None
+    """Tools left out of a call's offer because its upstreams cannot run them (comma-separated)."""
     render_error: ErrorRenderer | None = None
     """Errors in the dialect's own shape (None: the gateway's envelope)."""
 

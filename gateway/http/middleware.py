@@ -106,6 +106,7 @@ class RequestContextMiddleware:
                 error=ctx.error_code,
                 replayed=ctx.replayed or None,
                 dialect=ctx.dialect,
+                dropped_tools=ctx.dropped_tools,
                 latency_ms=round(elapsed * 1000, 3),
                 upstream_ms=round(ctx.upstream_seconds * 1000, 3) if ctx.upstream_seconds else None,
             )

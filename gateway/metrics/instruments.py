@@ -78,8 +78,8 @@ class Metrics:
         )
         self._dialects = counter(
             "gateway_dialect_requests",
-            "Requests answered on the chat endpoints, by client dialect (openai, anthropic), "
-            "route template and status.",
+            "Requests answered on the chat endpoints, by client dialect (openai, anthropic, "
+            "responses), route template and status.",
             ("dialect", "route", "status"),
         )
         self._duration = histogram(

@@ -17,6 +17,7 @@ from providers.azure_openai.errors import error_for_azure_response
 from providers.azure_openai.options import Options
 from providers.base import ChatCompletion
 from providers.openai.errors import not_a_stream
+from providers.openai.responses import ResponseEventStream, native_response
 from providers.openai.stream import OpenAIChatStream
 from providers.openai.translate import completion_from_bytes
 from providers.openai_compatible.request import RequestShape
@@ -51,7 +52,9 @@ def create(name: str, options: Options) -> AzureOpenAIProvider:
 
 
 class AzureOpenAIProvider:
-    """`ChatProvider` against a deployment's (or the v1 API's) chat completions."""
+    """`ChatProvider` against a deployment's (or the v1 API's) chat completions;
+    `ResponsesProvider` against the Responses API (`/openai/v1/responses`, or
+    `/openai/responses?api-version=` for a dated API version), `model` the deployment."""
 
     def __init__(
         self, name: str, options: Options, upstream: Upstream, signer: EntraSigner | None
@@ -64,6 +67,12 @@ class AzureOpenAIProvider:
             max_tokens_field=options.max_tokens_field, stream_options=options.stream_options
         )
         self._v1 = options.url("/openai/v1/chat/completions")
+        self.responses_api = True
+        if options.api == "v1":
+            self._responses_url = options.url("/openai/v1/responses")
+        else:
+            query = {"api-version": options.api_version or ""}
+            self._responses_url = options.url("/openai/responses").with_query(query)
         self._urls: dict[str, URL] = {}
 
     @property
@@ -79,6 +88,25 @@ class AzureOpenAIProvider:
         url, payload = self._request(body)
         response = await self._upstream.stream(url, _encode(payload))
         return FilteredStream(await OpenAIChatStream(response).start())
+
+    async def responses(self, body: dict[str, Any]) -> ChatCompletion:
+        body.pop("stream", None)
+        payload = self._responses_body(body)
+        return native_response(
+            await self._upstream.request("POST", self._responses_url, _encode(payload))
+        )
+
+    async def responses_stream(self, body: dict[str, Any]) -> ResponseEventStream:
+        payload = self._responses_body(body)
+        payload["stream"] = True
+        response = await self._upstream.stream(self._responses_url, _encode(payload))
+        return await ResponseEventStream(response).start()
+
+    def _responses_body(self, body: dict[str, Any]) -> dict[str, Any]:
+        deployment = self._options.deployment
+        if deployment and body.get("model") != deployment:
+            body["model"] = deployment
+        return body
 
     async def close(self) -> None:
         await self._upstream.close()

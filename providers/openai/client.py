@@ -17,6 +17,7 @@ from providers.base import ChatCompletion, ImageRequest, ImageResult, TaskContro
 from providers.openai.errors import not_a_stream
 from providers.openai.images import OpenAIImages
 from providers.openai.options import Options
+from providers.openai.responses import ResponseEventStream, native_response
 from providers.openai.stream import OpenAIChatStream
 from providers.openai.translate import completion_from_bytes
 from providers.secrets import SecretSink
@@ -36,12 +37,15 @@ def create(name: str, options: Options) -> OpenAIProvider:
 
 class OpenAIProvider:
     """`ChatProvider` against `<base_url>/chat/completions`, `ImageProvider` against
-    `<base_url>/images/generations` and `/images/edits`."""
+    `<base_url>/images/generations` and `/images/edits`, `ResponsesProvider` against
+    `<base_url>/responses` (`providers.openai.responses`)."""
 
     def __init__(self, name: str, options: Options, upstream: Upstream) -> None:
         self.name = name
         self._upstream = upstream
         self._url = options.url("/chat/completions")
+        self._responses_url = options.url("/responses")
+        self.responses_api = options.responses_api
         self._images = OpenAIImages(options, upstream)
 
     async def complete(self, body: dict[str, Any]) -> ChatCompletion:
@@ -50,6 +54,17 @@ class OpenAIProvider:
     async def stream(self, body: dict[str, Any]) -> OpenAIChatStream:
         response = await self._upstream.stream(self._url, _encode(body))
         return await OpenAIChatStream(response).start()
+
+    async def responses(self, body: dict[str, Any]) -> ChatCompletion:
+        body.pop("stream", None)
+        return native_response(
+            await self._upstream.request("POST", self._responses_url, _encode(body))
+        )
+
+    async def responses_stream(self, body: dict[str, Any]) -> ResponseEventStream:
+        body["stream"] = True
+        response = await self._upstream.stream(self._responses_url, _encode(body))
+        return await ResponseEventStream(response).start()
 
     async def generate_images(self, request: ImageRequest, control: TaskControl) -> ImageResult:
         return await self._images.generate(request, control)

@@ -36,8 +36,13 @@ class Options(HttpOptions, kw_only=True, forbid_unknown_fields=True, frozen=True
     gateway's qualities for gpt-image-* models, `image_output_format` is the file type they
     return, `image_timeout_seconds` bounds one Images API call (they take far longer than a
     chat answer), and `image_checkpoint_seconds` is how often a call that is still waiting
-    reports progress (and so learns that its task was canceled).
+    reports progress (and so learns that its task was canceled). `responses_api`: whether the
+    upstream serves OpenAI's Responses API (`<base_url>/responses`), so that a client's
+    `/v1/responses` request is passed to it as sent; false for a chat-completions-only server
+    (then the gateway translates the request to chat completions).
     """
+
+    responses_api: bool = True
 
     image_quality: ImageQuality = msgspec.field(default_factory=ImageQuality)
     image_output_format: Literal["png", "jpeg", "webp"] = "png"

@@ -37,6 +37,10 @@ EXCLUDED = {
     "/openapi.json",  # the document itself
     "/v1/messages",  # Anthropic's Messages API, described by Anthropic's reference
     "/v1/messages/count_tokens",
+    "/v1/responses",  # OpenAI's Responses API, described by OpenAI's reference
+    "/v1/responses/input_tokens",
+    "/v1/responses/{response_id}",
+    "/v1/responses/{response_id}/input_items",
 }
 """Besides these, the Planned paths (501) are left out: the spec's public description lists
 only callable endpoints."""

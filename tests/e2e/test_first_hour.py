@@ -282,13 +282,16 @@ def test_the_first_hour_on_the_embedded_store(newcomer: Callable[[str], Newcomer
     _installed(session, start[0])
 
     # The Python examples, with the key serve printed.
-    sdk_example, task_client_example = python_blocks("README.md")
+    sdk_example, agents_example, task_client_example = python_blocks("README.md")
     script = session.workdir / "hello.py"
     script.write_text(session.rewrite(sdk_example))
     said = session.run(f".venv/bin/python {script}").stdout.splitlines()
     model, _, rest = said[0].partition(" ")
     assert model == "sim-chat-1" and re.search(r" \d+\.\d{4}$", rest), said
     assert said[1].strip(), "the streamed answer printed nothing"
+    agents = session.workdir / "agents_example.py"
+    agents.write_text(session.rewrite(agents_example))
+    assert session.run(f".venv/bin/python {agents}").stdout.strip(), "the agent said nothing"
 
     create, poll, download = curl
     assert "202" in create.comment and "queued" in create.comment

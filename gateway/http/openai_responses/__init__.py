@@ -1,0 +1,2 @@
+"""OpenAI's Responses API in front of the chat service: its request translation, answers,
+events and dialect."""

@@ -1,0 +1,85 @@
+"""The OpenAI Agents SDK (`openai-agents`) against the embedded default through the Responses
+API: `Runner.run` with a function tool, the tool runs with the arguments the model chose, the
+loop ends, and the final output arrives; streamed too (`Runner.run_streamed`)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import openai
+import pytest
+
+from tests.support.gateway_process import ROOT, GatewayProcess, start_gateway
+
+if TYPE_CHECKING:
+    from agents import Agent
+
+# `agents` is imported by the tests themselves: importing it takes seconds, which every test
+# process would pay at collection.
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    config = (ROOT / "config" / "gateway.toml").read_text()
+    process = start_gateway(tmp_path_factory.mktemp("gw-agents"), config)
+    yield process
+    process.stop()
+
+
+def make_agent(gateway: GatewayProcess, calls: list[str]) -> tuple[Agent, openai.AsyncOpenAI]:
+    from agents import Agent, OpenAIResponsesModel, function_tool, set_tracing_disabled
+
+    set_tracing_disabled(True)  # offline: no traces sent to OpenAI
+
+    @function_tool
+    def get_weather(city: str) -> str:
+        """The weather of a city."""
+        calls.append(city)
+        return f"It is sunny in {city}."
+
+    client = openai.AsyncOpenAI(base_url=gateway.base_url, api_key=gateway.api_key, max_retries=0)
+    agent = Agent(
+        name="Forecaster",
+        instructions="Answer with the weather.",
+        model=OpenAIResponsesModel(model="auto", openai_client=client),
+        tools=[get_weather],
+    )
+    return agent, client
+
+
+def test_runner_runs_the_tool_and_ends(gateway: GatewayProcess) -> None:
+    from agents import Runner
+
+    calls: list[str] = []
+
+    async def run() -> tuple[str, int]:
+        agent, client = make_agent(gateway, calls)
+        async with client:
+            result = await Runner.run(agent, "What is the weather in Oslo?", max_turns=4)
+        return str(result.final_output), len(result.raw_responses)
+
+    final, turns = asyncio.run(run())
+    assert len(calls) == 1 and calls[0]  # the tool ran once, with the model's city
+    assert final and turns == 2  # the call, then the answer after the tool's output
+
+
+def test_a_streamed_run_ends_too(gateway: GatewayProcess) -> None:
+    from agents import Runner
+
+    calls: list[str] = []
+
+    async def run() -> tuple[str, list[str]]:
+        agent, client = make_agent(gateway, calls)
+        kinds: list[str] = []
+        async with client:
+            result = Runner.run_streamed(agent, "Weather in Bergen?", max_turns=4)
+            async for event in result.stream_events():
+                if event.type == "raw_response_event":
+                    kinds.append(event.data.type)
+        return str(result.final_output), kinds
+
+    final, kinds = asyncio.run(run())
+    assert final and len(calls) == 1
+    assert kinds.count("response.completed") == 2 and "response.failed" not in kinds
