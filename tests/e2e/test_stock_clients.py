@@ -209,7 +209,7 @@ def test_legacy_functions_are_answered_with_function_call(client: openai.OpenAI)
         (
             {"extra_body": {"colour": "blue"}},
             "colour",
-            "unknown field; model-specific options go in model_options",
+            "not supported by this model's upstream",
         ),
         ({"max_tokens": 10**7}, "max_tokens", "is 10000000, more than this model's limit of 512"),
         ({"n": "three"}, "n", "expected an integer or null, got a string"),
