@@ -77,6 +77,8 @@ class ChatCompleted(msgspec.Struct, kw_only=True, frozen=True):
     """Time spent waiting for upstreams (every attempt), for the overhead metric."""
     max_tokens: int | None = None
     """The lowered output limit the answering upstream was sent (`MAX_TOKENS_HEADER`)."""
+    dropped: tuple[str, ...] = ()
+    """Request fields the answering upstream was sent the call without (`NativeRequest`)."""
 
 
 class ChatReplayed(msgspec.Struct, kw_only=True, frozen=True):
@@ -99,6 +101,8 @@ class ChatStreaming(msgspec.Struct, kw_only=True, frozen=True):
     """Time spent waiting for upstreams up to the first chunk (every attempt)."""
     max_tokens: int | None = None
     """The lowered output limit the answering upstream was sent (`MAX_TOKENS_HEADER`)."""
+    dropped: tuple[str, ...] = ()
+    """Request fields the answering upstream was sent the call without (`NativeRequest`)."""
 
 
 ChatOutcome = ChatCompleted | ChatReplayed | ChatStreaming

@@ -4,7 +4,8 @@ each, and one worst case (hold and token reservation) that covers whichever of t
 The first route's body is built here; a fallback's is built again from the request when it is
 needed (`ChatPlan.body_for`), so a call that succeeds at once pays for one body only.
 `model_options.<namespace>` goes into the body of the routes whose model takes that namespace,
-and only theirs.
+and only theirs. The client's extension fields (top-level fields beyond the request's) go into
+every body as sent, and keep the call to the routes whose provider takes them.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from gateway.errors import ErrorDetail, InvalidRequest, fields_message
 from gateway.routing.options import namespace_problems
 from gateway.routing.route import Choice, Route
 from gateway.schemas.chat import ChatRequest
+from providers.base import extensions_refused
 
 __all__ = [
     "MIN_HELD_OUTPUT_TOKENS",
@@ -99,9 +101,12 @@ class ChatPlan:
     """The output tokens per choice a wallet-bounded hold pays for, when it is smaller than
     `hold_units` (`hold_granted`); None: the whole hold was granted."""
 
+    extensions: Mapping[str, Any] | None = None
+    """The client's extension fields, as sent."""
+
     def body_for(self, route: Route) -> dict[str, Any]:
         """A fresh upstream body for `route` (a fallback)."""
-        return _body(self.request, route, self.max_tokens_for(route))
+        return _body(self.request, route, self.max_tokens_for(route), self.extensions)
 
     def max_tokens_for(self, route: Route) -> int:
         """The output limit (per choice) `route` is sent: what was asked, never more than the
@@ -157,13 +162,18 @@ def plan_call(
     *,
     legacy_answer: bool = False,
     lower_to_limit: bool = False,
+    extensions: Mapping[str, Any] | None = None,
 ) -> ChatPlan:
     """`bound` covers `choice.routes`; routes whose output limit is below the request's
     `max_completion_tokens` (or `max_tokens`) are left out. When that leaves none: 400 naming
     the field the client sent, or with `lower_to_limit` (the client's dialect lowers it, see
-    `ChatDialect.lowers_max_tokens`) every route is kept and asked for its own limit."""
+    `ChatDialect.lowers_max_tokens`) every route is kept and asked for its own limit. Routes
+    whose provider does not take the client's `extensions` are left out too (all of them: 400
+    naming each field the first route does not take)."""
     requested = _requested(request)
     routes = choice.routes
+    if extensions:
+        routes = _taking(routes, extensions)
     if requested is not None and requested > bound.min_output_tokens:
         fitting = tuple(r for r in routes if r.model.max_output_tokens >= requested)
         if fitting:
@@ -174,7 +184,7 @@ def plan_call(
         else:
             raise _over_limit(request, requested, bound)
     limit = routes[0].model.max_output_tokens
-    body = _body(request, routes[0], min(requested or limit, limit))
+    body = _body(request, routes[0], min(requested or limit, limit), extensions)
     stream = "stream" in body
     options = request.stream_options
     include_usage = bool(stream and options and options.include_usage)
@@ -193,7 +203,25 @@ def plan_call(
         tokens_reserved=estimate_prompt_tokens(body_size) + completion_bound,
         hold_units=bound.price.hold_units(prompt_token_bound(body_size), completion_bound),
         legacy_answer=legacy_answer,
+        extensions=extensions or None,
     )
+
+
+def _taking(routes: tuple[Route, ...], extensions: Mapping[str, Any]) -> tuple[Route, ...]:
+    """The routes whose provider takes every extension field; with none, a 400 naming each
+    field the first route's upstream does not take, as the client named it."""
+    kept = tuple(
+        r for r in routes if not extensions_refused(r.provider, r.model.upstream_model, extensions)
+    )
+    if kept:
+        return kept
+    first = routes[0]
+    refused = extensions_refused(first.provider, first.model.upstream_model, extensions)
+    problems = [
+        ErrorDetail(field=name, message="not supported by this model's upstream")
+        for name in refused
+    ]
+    raise InvalidRequest(fields_message(problems), details=problems)
 
 
 def keep_native_routes(plan: ChatPlan, native: NativeRequest) -> None:
@@ -227,8 +255,15 @@ def _requested(request: ChatRequest) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def _body(request: ChatRequest, route: Route, max_tokens: int) -> dict[str, Any]:
+def _body(
+    request: ChatRequest,
+    route: Route,
+    max_tokens: int,
+    extensions: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     body: dict[str, Any] = msgspec.to_builtins(request)
+    if extensions:
+        body.update(extensions)
     options = body.pop("model_options", None)
     body["model"] = route.model.upstream_model
     body.pop("max_tokens", None)

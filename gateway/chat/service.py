@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from decimal import Decimal
+from typing import Any
 
 import msgspec
 from msgspec import UNSET
@@ -39,7 +41,13 @@ from gateway.admission.idempotency import claim_for
 from gateway.auth import Caller
 from gateway.billing.pricing import ChatPrice
 from gateway.chat.answers import completion_answer, kept_reply, native_answer
-from gateway.chat.dialect import ChatDialect, NativeRequest, NativeUpstream
+from gateway.chat.dialect import (
+    ChatDialect,
+    NativeRequest,
+    NativeUpstream,
+    dropped_fields,
+    new_call_id,
+)
 from gateway.chat.framing import StreamFramer
 from gateway.chat.legacy_functions import to_legacy_completion
 from gateway.chat.outcomes import (
@@ -70,7 +78,6 @@ from gateway.chat.streaming import StreamJob
 from gateway.chat.usage import Charge, output_limit
 from gateway.chat.validation import check_chat_request
 from gateway.errors import InvalidRequest, StoreUnavailable, fields_message
-from gateway.ids import new_completion_id
 from gateway.metrics import DisabledMetrics, Metrics
 from gateway.routing.fallback import RouteNote, failure_reason, falls_back, retry_delay
 from gateway.routing.resolver import NO_NEEDS, Choice, Route, Router
@@ -115,9 +122,12 @@ class ChatService:
         request_id: str,
         idempotency_key: str | None,
         native: NativeRequest | None = None,
+        extensions: Mapping[str, Any] | None = None,
     ) -> ChatOutcome:
         """One chat call, from the decoded request to its outcome. `native`: the request in
         the client's dialect, for the routes whose provider speaks it (`gateway.chat.dialect`).
+        `extensions`: the client's top-level fields beyond the request's, as sent; only routes
+        whose provider takes them serve the call (`providers.base.extensions_refused`).
 
         Errors raised once the model is resolved carry it (`GatewayError.model`), once the
         call was admitted its rate state (`GatewayError.rate`), and once an upstream was tried
@@ -143,6 +153,7 @@ class ChatService:
                 body_size,
                 legacy_answer=legacy,
                 lower_to_limit=dialect.lowers_max_tokens,
+                extensions=extensions,
             )
             if native is not None and native.problems:
                 keep_native_routes(plan, native)
@@ -151,7 +162,7 @@ class ChatService:
             call = Call(
                 tenant=tenant.name,
                 api_key_id=caller.key_id,
-                call_id=new_completion_id(),
+                call_id=new_call_id(dialect),
                 request_id=request_id,
                 limits=tenant.limits,
                 tokens_reserved=plan.tokens_reserved,
@@ -160,7 +171,7 @@ class ChatService:
                     method="POST",
                     path=dialect.path,
                     key=idempotency_key,
-                    request=request if native is None else native.request,
+                    request=_fingerprinted(request, native, extensions),
                     lease_seconds=self._hold_seconds,
                     invalid=InvalidRequest,
                 ),
@@ -342,6 +353,7 @@ class ChatService:
             metrics.upstream_call(
                 route.model.provider, route.model.id, "chat", now - attempt_started
             )
+            dropped = dropped_fields(native) if native is not None and speaker is None else ()
             if job is not None:
                 metrics.first_token(route.model.id, now - started)
                 return ChatStreaming(
@@ -351,6 +363,7 @@ class ChatService:
                     rate=rate,
                     upstream_seconds=waited,
                     max_tokens=job.max_tokens,
+                    dropped=dropped,
                 )
             assert completion is not None
             note = route_taken(plan, route, failed)
@@ -382,6 +395,7 @@ class ChatService:
                 rate=rate,
                 upstream_seconds=waited,
                 max_tokens=lowered,
+                dropped=dropped,
             )
         await self._finisher.release(Release(call=call))
         if last is None:
@@ -436,3 +450,12 @@ class ChatService:
             bound = HoldBound.over(routes, [self._price(route) for route in routes])
             self._bounds[choice] = bound
         return bound
+
+
+def _fingerprinted(
+    request: ChatRequest, native: NativeRequest | None, extensions: Mapping[str, Any] | None
+) -> object:
+    """What an Idempotency-Key's fingerprint covers: the request as the client sent it."""
+    if native is not None:
+        return native.request
+    return [request, dict(extensions)] if extensions else request

@@ -46,6 +46,8 @@ class RequestContext:
     label."""
     dropped_tools: str | None = None
     """Tools left out of a call's offer because its upstreams cannot run them (comma-separated)."""
+    dropped_fields: str | None = None
+    """Request fields the answering upstream was sent the call without (comma-separated)."""
     render_error: ErrorRenderer | None = None
     """Errors in the dialect's own shape (None: the gateway's envelope)."""
 

@@ -79,6 +79,10 @@ class AzureOpenAIProvider:
     def secrets(self) -> SecretSink:
         return self._upstream.secrets
 
+    def extension_fields(self, upstream_model: str) -> None:
+        """Extension fields go to the server as the client sent them (`providers.base`)."""
+        return None
+
     async def complete(self, body: dict[str, Any]) -> ChatCompletion:
         url, payload = self._request(body)
         raw = await self._upstream.request("POST", url, _encode(payload))

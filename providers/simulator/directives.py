@@ -1,7 +1,9 @@
 """`[[sim:...]]` directives: how a test asks the simulator for a failure, a delay or a shape.
 
-Chat reads them from the LAST user message only (so an earlier turn cannot keep failing a whole
-conversation); media tasks read them from the prompt and strip them, so they never reach the
+Chat reads them from the turn being answered only: the last user message, when nothing but
+system messages follow it (so an earlier turn cannot keep failing a whole conversation, and a
+`tool_call` directive does not call again once the tool's result came back: an agent loop it
+drives ends); media tasks read them from the prompt and strip them, so they never reach the
 pixels or the titles. Anything else in the text is ordinary prompt. An unknown directive (for
 that capability) or a bad value is rejected like an invalid request, so a typo in a test fails
 loudly.
@@ -57,7 +59,8 @@ class MediaDirectives:
 
 
 def parse_directives(messages: object) -> Directives:
-    """The directives in the last user message; UpstreamRejectedRequest when one is malformed."""
+    """The directives of the turn being answered (see the module docstring);
+    UpstreamRejectedRequest when one is malformed."""
     text = _last_user_text(messages)
     if "[[sim:" not in text:
         return NO_DIRECTIVES
@@ -108,10 +111,16 @@ def failure_for(status: int) -> ProviderError:
 
 
 def _last_user_text(messages: object) -> str:
+    """The text of the last message when it is the user's (system messages after it aside)."""
     if type(messages) is not list:
         return ""
     for message in reversed(messages):
-        if type(message) is dict and message.get("role") == "user":
+        if type(message) is not dict:
+            continue
+        role = message.get("role")
+        if role in ("system", "developer"):
+            continue
+        if role == "user":
             content = message.get("content")
             if type(content) is str:
                 return content
@@ -121,5 +130,5 @@ def _last_user_text(messages: object) -> str:
                     for part in content
                     if type(part) is dict and type(part.get("text")) is str
                 )
-            return ""
+        return ""
     return ""

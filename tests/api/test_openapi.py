@@ -41,6 +41,7 @@ EXCLUDED = {
     "/v1/responses/input_tokens",
     "/v1/responses/{response_id}",
     "/v1/responses/{response_id}/input_items",
+    "/",  # the front door Claude Code probes (`gateway.api.root`), not an operation
 }
 """Besides these, the Planned paths (501) are left out: the spec's public description lists
 only callable endpoints."""

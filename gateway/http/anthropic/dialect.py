@@ -15,6 +15,7 @@ from typing import Any
 from gateway.errors import ErrorDetail
 from gateway.http.anthropic.answer import finished_message, message_of
 from gateway.http.anthropic.events import MessageEventFramer, NativeEventFramer
+from gateway.ids import new_message_id
 from providers.base import ChatCompletion, ChatStream, MessagesProvider
 
 __all__ = ["ANTHROPIC_MESSAGES", "AnthropicMessages", "MessagesCall", "MessagesUpstream"]
@@ -27,6 +28,9 @@ class AnthropicMessages:
     path = "/v1/messages"
     limit_field = "max_tokens"
     lowers_max_tokens = True  # Claude Code asks 32,000 of every model
+
+    def new_id(self) -> str:
+        return new_message_id()
 
     def framer(self, *, include_usage: bool) -> MessageEventFramer:
         return MessageEventFramer()
@@ -74,17 +78,21 @@ class MessagesCall:
     `gateway.chat.dialect.NativeRequest` of a call, the `gateway.chat.tokens.CountRequest` of
     a count."""
 
-    __slots__ = ("_headers", "problems", "request")
+    __slots__ = ("_headers", "dropped", "problems", "request")
 
     def __init__(
         self,
         raw: dict[str, Any],
         headers: Mapping[str, str],
         problems: Sequence[ErrorDetail] = (),
+        *,
+        dropped: tuple[str, ...] = (),
     ) -> None:
         self.request = raw
         self._headers = headers
         self.problems = problems
+        self.dropped = dropped
+        """Fields only Anthropic takes, which a translated call goes without (`TUNING_FIELDS`)."""
 
     def upstream(self, provider: object) -> MessagesUpstream | None:
         speaker = speaks_messages(provider)

@@ -26,6 +26,8 @@ class OpenAIResponses:
 
     name = RESPONSES_DIALECT
     path = RESPONSES_PATH
+    limit_field = "max_output_tokens"
+    lowers_max_tokens = False  # above a model's limit: a 400 naming the field, as OpenAI answers
 
     __slots__ = ("_echo", "_names")
 

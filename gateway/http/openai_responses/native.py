@@ -89,9 +89,14 @@ class ResponsesCall:
         speaker = speaks_responses(provider)
         return None if speaker is None else _Upstream(speaker, self)
 
-    def body_for(self, upstream_model: str) -> dict[str, Any]:
+    def body_for(self, upstream_model: str, max_tokens: int | None = None) -> dict[str, Any]:
+        """The client's body with the upstream model; `max_tokens`: the output limit a
+        wallet-bounded hold pays for, when it is below what the client asked."""
         body = dict(self.request)
         body["model"] = upstream_model
+        asked = body.get("max_output_tokens")
+        if max_tokens is not None and not (isinstance(asked, int) and asked <= max_tokens):
+            body["max_output_tokens"] = max_tokens
         return body
 
     def framer(self, *, call_id: str, model: str) -> NativeResponseFramer:
