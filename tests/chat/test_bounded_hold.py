@@ -145,7 +145,7 @@ async def _messages(
 ) -> tuple[Any, int]:
     raw_body = msgspec.json.encode(body)
     request, raw = decode_messages(raw_body, MessagesRequest)
-    chat, problems = to_chat_request(request, raw)
+    chat, problems, dropped = to_chat_request(request, raw)
     outcome = await parts.service.handle(
         parts.caller(),
         chat,
@@ -153,7 +153,9 @@ async def _messages(
         dialect=ANTHROPIC_MESSAGES,
         request_id="req_test",
         idempotency_key=key,
-        native=MessagesCall(raw, {"anthropic-version": "2023-06-01"}, problems),
+        native=MessagesCall(
+            raw, {"anthropic-version": "2023-06-01"}, problems, dropped=dropped
+        ),
     )
     return outcome, len(raw_body)
 
