@@ -32,6 +32,7 @@ from gateway.auth import DUPLICATE, Caller
 from gateway.chat.outcomes import ChatCompleted, ChatReplayed
 from gateway.chat.tokens import count_tokens
 from gateway.errors import InvalidApiKey, MethodNotAllowed
+from gateway.http.anthropic.bounds import bound_messages
 from gateway.http.anthropic.dialect import ANTHROPIC_MESSAGES, MessagesCall
 from gateway.http.anthropic.errors import error_response
 from gateway.http.anthropic.request import decode_messages, to_chat_request
@@ -110,6 +111,7 @@ async def messages(scope: Any, receive: Any, send: Any) -> None:
     body = await read_body(receive, resources.config.file.gateway.max_body_bytes)
     request, raw = decode_messages(body, MessagesRequest)
     chat, problems = to_chat_request(request, raw)
+    inputs = bound_messages(raw)
     outcome = await resources.chat.handle(
         caller,
         chat,
@@ -117,7 +119,7 @@ async def messages(scope: Any, receive: Any, send: Any) -> None:
         dialect=ANTHROPIC_MESSAGES,
         request_id=ctx.request_id,
         idempotency_key=ctx.idempotency_key,
-        native=MessagesCall(raw, headers.upstream, problems),
+        native=MessagesCall(raw, headers.upstream, problems, inputs),
     )
     ctx.model = outcome.model
     ctx.rate = outcome.rate

@@ -18,6 +18,7 @@ from msgspec import UNSET
 
 from gateway.billing.pricing import ChatPrice, estimate_prompt_tokens, prompt_token_bound
 from gateway.chat.dialect import NativeRequest
+from gateway.chat.inputs import NO_INPUTS, InputBound, InputInventory, rules_of
 from gateway.errors import ErrorDetail, InvalidRequest, fields_message
 from gateway.routing.options import namespace_problems
 from gateway.routing.route import Choice, Route
@@ -39,14 +40,25 @@ _REQUEST_FIELDS = frozenset(ChatRequest.__struct_fields__)
 @dataclass(frozen=True, slots=True)
 class HoldBound:
     """What sizes the hold of a call over several routes: per token, the dearest of their
-    prices; the largest and smallest output limit. For one route, exactly its own."""
+    prices; the largest and smallest output limit; per kind of input, the dearest of their
+    upstreams' rules (`gateway.chat.inputs`). For one route, exactly its own."""
 
     price: ChatPrice
     max_output_tokens: int
     min_output_tokens: int
+    inputs: InputBound
 
     @classmethod
-    def over(cls, routes: tuple[Route, ...], prices: list[ChatPrice]) -> HoldBound:
+    def over(
+        cls,
+        routes: tuple[Route, ...],
+        prices: list[ChatPrice],
+        inputs: InputBound | None = None,
+    ) -> HoldBound:
+        if inputs is None:
+            inputs = InputBound(
+                [rules_of(route.provider, route.model.upstream_model) for route in routes]
+            )
         limits = [route.model.max_output_tokens for route in routes]
         if len(prices) == 1:
             price = prices[0]
@@ -59,7 +71,12 @@ class HoldBound:
                     p.cache_write_units_per_mtok or p.input_units_per_mtok for p in prices
                 ),
             )
-        return cls(price=price, max_output_tokens=max(limits), min_output_tokens=min(limits))
+        return cls(
+            price=price,
+            max_output_tokens=max(limits),
+            min_output_tokens=min(limits),
+            inputs=inputs,
+        )
 
 
 @dataclass(slots=True)
@@ -92,11 +109,13 @@ def plan_call(
     bound: HoldBound,
     body_size: int,
     *,
+    inputs: InputInventory = NO_INPUTS,
     legacy_answer: bool = False,
 ) -> ChatPlan:
     """`bound` covers `choice.routes`; routes whose output limit is below the request's
     `max_completion_tokens` (or `max_tokens`) are left out (all of them: 400 naming the field
-    the client sent)."""
+    the client sent). The hold's prompt bound is the body's bytes and what `inputs` adds by
+    the routes' rules (`gateway.chat.inputs`)."""
     requested = _requested(request)
     routes = choice.routes
     if requested is not None and requested > bound.min_output_tokens:
@@ -109,12 +128,17 @@ def plan_call(
                 f"{bound.max_output_tokens}",
             )
             raise InvalidRequest(fields_message([detail]), details=[detail])
-        bound = HoldBound.over(routes, [bound.price])
+        bound = HoldBound.over(routes, [bound.price], bound.inputs)
     body = _body(request, routes[0], requested)
     stream = "stream" in body
     options = request.stream_options
     include_usage = bool(stream and options and options.include_usage)
-    completion_bound = (requested or bound.max_output_tokens) * (body.get("n") or 1)
+    choices = body.get("n") or 1
+    completion_bound = (requested or bound.max_output_tokens) * choices
+    input_bound = bound.inputs
+    prompt_bound = input_bound.prompt_tokens(
+        inputs, prompt_token_bound(body_size), completion_bound
+    )
     return ChatPlan(
         request=request,
         choice=choice,
@@ -124,7 +148,9 @@ def plan_call(
         include_usage=include_usage,
         requested=requested,
         tokens_reserved=estimate_prompt_tokens(body_size) + completion_bound,
-        hold_units=bound.price.hold_units(prompt_token_bound(body_size), completion_bound),
+        hold_units=bound.price.hold_units(
+            prompt_bound, completion_bound + input_bound.thinking * choices
+        ),
         legacy_answer=legacy_answer,
     )
 

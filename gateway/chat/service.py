@@ -41,6 +41,7 @@ from gateway.billing.pricing import ChatPrice
 from gateway.chat.answers import completion_answer, kept_reply, native_answer
 from gateway.chat.dialect import ChatDialect, NativeRequest, NativeUpstream
 from gateway.chat.framing import StreamFramer
+from gateway.chat.inputs import inventory_of
 from gateway.chat.legacy_functions import to_legacy_completion
 from gateway.chat.outcomes import (
     MODEL_HEADER,
@@ -70,6 +71,7 @@ from gateway.chat.usage import Charge
 from gateway.chat.validation import check_chat_request
 from gateway.errors import InvalidRequest, StoreUnavailable, fields_message
 from gateway.ids import new_completion_id
+from gateway.logging import get_logger
 from gateway.metrics import DisabledMetrics, Metrics
 from gateway.routing.fallback import RouteNote, failure_reason, falls_back, retry_delay
 from gateway.routing.resolver import NO_NEEDS, Choice, Route, Router
@@ -83,6 +85,7 @@ __all__ = ["ChatService"]
 
 _encode = msgspec.json.Encoder().encode
 _BOUNDS_LIMIT = 4096
+_log = get_logger("gateway.chat")
 
 
 class ChatService:
@@ -135,7 +138,15 @@ class ChatService:
                 problems = options_problems(request.model_options, choice)
                 if problems:
                     raise InvalidRequest(fields_message(problems), details=problems)
-            plan = plan_call(request, choice, self._bound(choice), body_size, legacy_answer=legacy)
+            inputs = inventory_of(request) if native is None else native.inputs
+            plan = plan_call(
+                request,
+                choice,
+                self._bound(choice),
+                body_size,
+                inputs=inputs,
+                legacy_answer=legacy,
+            )
             if native is not None and native.problems:
                 keep_native_routes(plan, native)
             if not plan.routes[0].breaker.closed and idempotency_key is None:
@@ -339,7 +350,8 @@ class ChatService:
                 payload, charge = completion_answer(
                     call, route, price, credits_per_usd, body_size, completion, dialect
                 )
-            await self.settle(call, route, charge, kept_reply(call, route, note, payload))
+            reply = kept_reply(call, route, note, payload)
+            await self.settle(call, route, charge, reply, hold_units=plan.hold_units)
             return ChatCompleted(
                 body=payload, model=route.model.id, route=note, rate=rate, upstream_seconds=waited
             )
@@ -352,10 +364,30 @@ class ChatService:
         raise error from cause
 
     async def settle(
-        self, call: Call, route: Route, charge: Charge, reply: StoredReply | None
+        self,
+        call: Call,
+        route: Route,
+        charge: Charge,
+        reply: StoredReply | None,
+        *,
+        hold_units: int,
     ) -> None:
-        """Charge the call; waits out a short store stall, never raises for one."""
+        """Charge the call; waits out a short store stall, never raises for one. A charge
+        above the call's hold is charged all the same (the books follow the upstream's
+        counts) and reported as the defect it is (`hold_exceeded`)."""
         model = route.model.id
+        if charge.units > hold_units:
+            self._metrics.hold_exceeded(model)
+            _log.error(
+                "hold_exceeded",
+                request_id=call.request_id,
+                call_id=call.call_id,
+                model=model,
+                hold_units=hold_units,
+                charge_units=charge.units,
+                prompt_tokens=charge.prompt_tokens,
+                completion_tokens=charge.completion_tokens,
+            )
         await self._finisher.settle(
             Settlement(
                 call=call,

@@ -19,12 +19,13 @@ from typing import Any
 import msgspec
 
 from providers.anthropic.errors import not_a_stream
+from providers.anthropic.inputs import ANTHROPIC_INPUTS
 from providers.anthropic.native import NativeEventStream, native_message
 from providers.anthropic.options import Options
 from providers.anthropic.request import cache_mark, messages_request
 from providers.anthropic.stream import AnthropicChatStream
 from providers.anthropic.translate import completion_from_bytes
-from providers.base import ChatCompletion
+from providers.base import ChatCompletion, InputRules
 from providers.errors import ProviderError
 from providers.upstream import Upstream, key_header
 
@@ -97,6 +98,9 @@ class AnthropicProvider:
         return messages_request(
             body, default_max_tokens=self._default_max_tokens, stream=stream, cache=cache
         )
+
+    def input_rules(self, upstream_model: str) -> InputRules:
+        return ANTHROPIC_INPUTS
 
     async def close(self) -> None:
         await self._upstream.close()

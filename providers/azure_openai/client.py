@@ -15,8 +15,9 @@ from yarl import URL
 from providers.azure_openai.auth import EntraSigner, entra_signer
 from providers.azure_openai.errors import error_for_azure_response
 from providers.azure_openai.options import Options
-from providers.base import ChatCompletion
+from providers.base import ChatCompletion, InputRules
 from providers.openai.errors import not_a_stream
+from providers.openai.inputs import OPENAI_UNKNOWN_MODEL
 from providers.openai.stream import OpenAIChatStream
 from providers.openai.translate import completion_from_bytes
 from providers.openai_compatible.request import RequestShape
@@ -74,6 +75,10 @@ class AzureOpenAIProvider:
         url, payload = self._request(body)
         response = await self._upstream.stream(url, _encode(payload))
         return CountedStream(await OpenAIChatStream(response).start(), body)
+
+    def input_rules(self, upstream_model: str) -> InputRules:
+        """A deployment's name does not say its model: the dearest of OpenAI's rules."""
+        return OPENAI_UNKNOWN_MODEL
 
     async def close(self) -> None:
         await self._upstream.close()

@@ -14,8 +14,9 @@ from typing import Any
 import msgspec
 from yarl import URL
 
-from providers.base import ChatCompletion
+from providers.base import ChatCompletion, InputRules
 from providers.gemini.errors import error_for_gemini_response
+from providers.gemini.inputs import GEMINI_INPUTS
 from providers.gemini.options import Options
 from providers.gemini.request import gemini_request
 from providers.gemini.stream import GeminiChatStream
@@ -70,6 +71,9 @@ class GenerateContentProvider:
         payload = _encode(gemini_request(body, **self._extras))
         response = await self._upstream.stream(self._url(model)[1], payload)
         return await GeminiChatStream(response, model).start()
+
+    def input_rules(self, upstream_model: str) -> InputRules:
+        return GEMINI_INPUTS
 
     async def close(self) -> None:
         await self._upstream.close()

@@ -13,9 +13,10 @@ from typing import Any
 
 import msgspec
 
-from providers.base import ChatCompletion, ImageRequest, ImageResult, TaskControl
+from providers.base import ChatCompletion, ImageRequest, ImageResult, InputRules, TaskControl
 from providers.openai.errors import not_a_stream
 from providers.openai.images import OpenAIImages
+from providers.openai.inputs import openai_input_rules
 from providers.openai.options import Options
 from providers.openai.stream import OpenAIChatStream
 from providers.openai.translate import completion_from_bytes
@@ -52,6 +53,9 @@ class OpenAIProvider:
 
     async def generate_images(self, request: ImageRequest, control: TaskControl) -> ImageResult:
         return await self._images.generate(request, control)
+
+    def input_rules(self, upstream_model: str) -> InputRules:
+        return openai_input_rules(upstream_model)
 
     async def close(self) -> None:
         await self._upstream.close()

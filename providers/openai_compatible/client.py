@@ -12,8 +12,9 @@ from typing import Any
 
 import msgspec
 
-from providers.base import ChatCompletion
+from providers.base import ChatCompletion, InputRules
 from providers.openai.errors import not_a_stream
+from providers.openai.inputs import OPENAI_UNKNOWN_MODEL
 from providers.openai.stream import OpenAIChatStream
 from providers.openai.translate import completion_from_bytes
 from providers.openai_compatible.options import Options
@@ -62,6 +63,10 @@ class OpenAICompatibleProvider:
         response = await self._upstream.stream(self._url, payload)
         inner = await OpenAIChatStream(response).start()
         return CountedStream(inner, body)
+
+    def input_rules(self, upstream_model: str) -> InputRules:
+        """Any server's model: the dearest of OpenAI's rules."""
+        return OPENAI_UNKNOWN_MODEL
 
     async def close(self) -> None:
         await self._upstream.close()

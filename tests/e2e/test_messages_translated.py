@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from tests.fakes.openai_upstream import FakeOpenAI, Reply, StreamReply
+from tests.support.documents import ONE_PAGE_PDF
 from tests.support.gateway_process import GatewayProcess, start_gateway
 
 CONFIG = """
@@ -237,7 +238,7 @@ def test_what_the_upstream_cannot_carry_is_refused_naming_the_field(
 ) -> None:
     document = {
         "type": "document",
-        "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="},
+        "source": {"type": "base64", "media_type": "application/pdf", "data": ONE_PAGE_PDF},
     }
     with pytest.raises(anthropic.BadRequestError) as refused:
         client.messages.create(

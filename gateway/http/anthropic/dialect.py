@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gateway.chat.inputs import NO_INPUTS, InputInventory
 from gateway.errors import ErrorDetail
 from gateway.http.anthropic.answer import finished_message, message_of
 from gateway.http.anthropic.events import MessageEventFramer, NativeEventFramer
@@ -72,17 +73,20 @@ class MessagesCall:
     `gateway.chat.dialect.NativeRequest` of a call, the `gateway.chat.tokens.CountRequest` of
     a count."""
 
-    __slots__ = ("_headers", "problems", "request")
+    __slots__ = ("_headers", "inputs", "problems", "request")
 
     def __init__(
         self,
         raw: dict[str, Any],
         headers: Mapping[str, str],
         problems: Sequence[ErrorDetail] = (),
+        inputs: InputInventory = NO_INPUTS,
     ) -> None:
         self.request = raw
         self._headers = headers
         self.problems = problems
+        self.inputs = inputs
+        """What the body carries that its bytes do not bound (`bounds.bound_messages`)."""
 
     def upstream(self, provider: object) -> MessagesUpstream | None:
         speaker = speaks_messages(provider)
