@@ -22,6 +22,7 @@ from gateway.config.loader import GatewayConfig, load_config
 from gateway.errors import InvalidRequest
 from gateway.http.json_body import decode_json
 from gateway.http.openai_sse import OPENAI_CHAT
+from gateway.metrics import Metrics
 from gateway.routing.resolver import Router
 from gateway.schemas.chat import ChatRequest
 from gateway.store.base import AdmissionResult, Call, Store
@@ -178,6 +179,7 @@ async def chat_parts(
     config_text: str = CHAT_SERVICE_CONFIG,
     scripted: tuple[str, ...] = (),
     store: Store | None = None,
+    metrics: Metrics | None = None,
 ) -> AsyncIterator[ChatParts]:
     """A `ChatService` wired as the app wires it; the tenants' wallets hold `grant` units.
     The providers named in `scripted` are `ScriptedChat`s instead of what the file says.
@@ -200,7 +202,9 @@ async def chat_parts(
         clock = Clock()
         router = Router(config, providers, clock=clock, rng=random.Random(1))
         gatekeeper = RecordingGatekeeper(store)
-        service = ChatService(CallFinisher(store), router, gatekeeper, hold_seconds=60)
+        service = ChatService(
+            CallFinisher(store), router, gatekeeper, hold_seconds=60, metrics=metrics
+        )
         yield ChatParts(
             service=service,
             store=store,

@@ -49,14 +49,23 @@ def anthropic_image(width: int, height: int) -> int:
     return max(older, min(patches, 4784) + 4)
 
 
+def _fit(width: int, height: int, longest: int) -> tuple[int, int]:
+    """Scaled down (whole pixels) so that neither side is above `longest`."""
+    side = max(width, height)
+    if side <= longest:
+        return width, height
+    return max(1, width * longest // side), max(1, height * longest // side)
+
+
 def openai_tiles(base: int, per_tile: int) -> Callable[[int, int], int]:
     """OpenAI's tile models: fit within 2048 x 2048, short side down to 768, 512-px tiles."""
 
     def tokens(width: int, height: int) -> int:
-        scale = min(1.0, 2048 / max(width, height))
-        w, h = width * scale, height * scale
-        scale = min(1.0, 768 / min(w, h))
-        return base + ceil(w * scale / 512) * ceil(h * scale / 512) * per_tile
+        w, h = _fit(width, height, 2048)
+        short = min(w, h)
+        if short > 768:
+            w, h = w * 768 // short, h * 768 // short
+        return base + ceil(w / 512) * ceil(h / 512) * per_tile
 
     return tokens
 
@@ -66,8 +75,8 @@ def gemini_image(width: int, height: int) -> int:
     3,072 px; Gemini 3: 1,120 an image at high media resolution: the larger."""
     if width <= 384 and height <= 384:
         return 1120
-    scale = min(1.0, 3072 / max(width, height))
-    return max(258 * ceil(width * scale / 768) * ceil(height * scale / 768), 1120)
+    w, h = _fit(width, height, 3072)
+    return max(258 * ceil(w / 768) * ceil(h / 768), 1120)
 
 
 @dataclass(frozen=True)
