@@ -3,8 +3,9 @@ the limits the gateway puts on what an Anthropic upstream would otherwise run wi
 
     image blocks           base64: by the size its header gives; url: the upstream's cap
     document blocks        base64 PDF: by its pages; text and content sources: their bytes
-                           (images in them as images); a url or file source: 400 naming it
-                           (the gateway cannot see what the upstream would fetch)
+                           (images in them as images); a url source is fetched by the
+                           gateway before this (`documents`); one left, or a file source:
+                           400 naming it (the gateway cannot see what the upstream would read)
     tool_result content    as message content
     typed tools            the tokens their definition adds (`TYPED_TOOL_TOKENS`)
     web_fetch              `max_uses` lowered to `SERVER_TOOL_MAX_USES`, `max_content_tokens`
