@@ -5,7 +5,9 @@ routes may bill for it.
 size when a data URI's header says it), PDF pages, other non-text parts, tools, and the server
 tools an upstream runs in a loop on its own (each use adding content, each round billing the
 prompt again). Each dialect builds it: `inventory_of` for OpenAI's chat body, the Messages
-dialect its own (`gateway.http.anthropic.bounds`). `InputBound` combines the routes' declared
+dialect its own (`gateway.http.anthropic.bounds`). OpenAI's `web_search_options` (a search billed
+per call) is refused; a predicted output's rejected tokens (billed as output beyond the limit)
+are bounded by the prediction's bytes. `InputBound` combines the routes' declared
 rules (`providers.base.InputRules`, the dearest of them) into the prompt tokens the hold
 covers: the body's bytes (text, tool definitions and audio never make more tokens than
 bytes), plus each image, page and part by its rule, plus a tool-use prompt, all of it again
@@ -20,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 from msgspec import UNSET
 
 from gateway.chat.media_size import PdfUncountable, image_size, pdf_pages
@@ -36,6 +39,8 @@ __all__ = [
     "inventory_of",
     "rules_of",
 ]
+
+_encode = msgspec.json.encode
 
 
 @dataclass(slots=True)
@@ -54,6 +59,9 @@ class InputInventory:
     """Rounds an upstream may run server tools on its own, at most."""
     server_tool_content_tokens: int = 0
     """Tokens those rounds may add to the context, all of them together, at most."""
+    extra_output_tokens: int = 0
+    """Output tokens billed beyond the request's limit: a predicted output's rejected
+    tokens (at most the prediction's bytes)."""
 
     def empty(self) -> bool:
         return not (
@@ -63,6 +71,7 @@ class InputInventory:
             or self.tools
             or self.extra_prompt_tokens
             or self.server_tool_uses
+            or self.extra_output_tokens
         )
 
 
@@ -166,6 +175,16 @@ def inventory_of(request: ChatRequest) -> InputInventory:
         if inputs is None:
             inputs = InputInventory()
         inputs.tools = True
+    if request.web_search_options is not UNSET:
+        raise _refuse(
+            "web_search_options",
+            "runs a web search billed per call beyond tokens, which this gateway does not charge",
+        )
+    prediction = request.prediction
+    if prediction is not UNSET and prediction is not None:
+        if inputs is None:
+            inputs = InputInventory()
+        inputs.extra_output_tokens = len(_encode(prediction))
     return NO_INPUTS if inputs is None else inputs
 
 

@@ -149,7 +149,8 @@ def plan_call(
         requested=requested,
         tokens_reserved=estimate_prompt_tokens(body_size) + completion_bound,
         hold_units=bound.price.hold_units(
-            prompt_bound, completion_bound + input_bound.thinking * choices
+            prompt_bound,
+            completion_bound + input_bound.thinking * choices + inputs.extra_output_tokens,
         ),
         legacy_answer=legacy_answer,
     )
