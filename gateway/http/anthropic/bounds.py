@@ -127,19 +127,21 @@ def _tool(inputs: InputInventory, tool: dict[str, Any], field: str) -> None:
             break
     if not kind.startswith(_LOOPS):
         return
-    uses = tool.get("max_uses")
-    if not isinstance(uses, int) or isinstance(uses, bool) or not 0 < uses <= SERVER_TOOL_MAX_USES:
-        uses = SERVER_TOOL_MAX_USES
     if kind.startswith("web_fetch_"):
-        tool["max_uses"] = uses
-        limit = tool.get("max_content_tokens")
-        if (
-            not isinstance(limit, int)
-            or isinstance(limit, bool)
-            or not 0 < limit <= SERVER_TOOL_MAX_CONTENT_TOKENS
-        ):
-            limit = SERVER_TOOL_MAX_CONTENT_TOKENS
-        tool["max_content_tokens"] = limit
+        uses = _capped(tool, "max_uses", SERVER_TOOL_MAX_USES)
+        limit = _capped(tool, "max_content_tokens", SERVER_TOOL_MAX_CONTENT_TOKENS)
         inputs.server_tool_content_tokens += uses * limit
         inputs.extra_prompt_tokens += _CAP_BYTES
+    else:
+        uses = SERVER_TOOL_MAX_USES
     inputs.server_tool_uses += uses
+
+
+def _capped(tool: dict[str, Any], name: str, cap: int) -> int:
+    """`tool[name]` set to `cap` when absent or above it (a lower value is the client's own:
+    kept, and what the hold counts)."""
+    value = tool.get(name)
+    if isinstance(value, int) and not isinstance(value, bool) and value <= cap:
+        return max(value, 0)
+    tool[name] = cap
+    return cap
