@@ -177,7 +177,9 @@ class FakeOpenAI(FakeServer[RecordedRequest, Reply | StreamReply | Disconnect]):
             self.disconnects += 1
             raise
 
-    def _billed(self, wants: Mapping[str, Any], prompt: int, completion: int) -> Reply | StreamReply:
+    def _billed(
+        self, wants: Mapping[str, Any], prompt: int, completion: int
+    ) -> Reply | StreamReply:
         counts = {**_usage(), "prompt_tokens": prompt, "completion_tokens": completion}
         counts["total_tokens"] = prompt + completion
         if not wants.get("stream"):
