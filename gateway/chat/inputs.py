@@ -18,6 +18,7 @@ A request without any of them costs one pass over its messages: this is the hot 
 
 from __future__ import annotations
 
+import mimetypes
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -194,6 +195,8 @@ def _part(inputs: InputInventory, part: dict[str, Any], kind: object, field: str
         url = image.get("url") if isinstance(image, dict) else image
         data = data_uri_parts(url) if isinstance(url, str) else None
         if data is None or not isinstance(url, str):
+            if isinstance(url, str) and not url.startswith("data:"):
+                _check_image_url(url, f"{field}.image_url.url")
             inputs.images.append(None)
         else:
             _medium(inputs, url, data, f"{field}.image_url.url")
@@ -212,6 +215,14 @@ def _part(inputs: InputInventory, part: dict[str, Any], kind: object, field: str
         _medium(inputs, url, data, f"{field}.file.file_data")
         return
     inputs.media_parts += 1
+
+
+def _check_image_url(url: str, field: str) -> None:
+    """An image URL whose name says it is something else (a PDF, a video) is refused: an
+    upstream that fetches it by its type (Gemini) would bill what the hold cannot see."""
+    guessed = mimetypes.guess_type(url.split("?", 1)[0].split("#", 1)[0])[0]
+    if guessed is not None and not guessed.startswith("image/"):
+        raise _refuse(field, f"names a {guessed} file, not an image")
 
 
 def _medium(inputs: InputInventory, url: str, data: tuple[str, int], field: str) -> None:

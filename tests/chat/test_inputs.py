@@ -101,3 +101,17 @@ def test_each_server_tool_round_bills_the_context_again() -> None:
     bound = InputBound([ANTHROPIC_INPUTS])
     inputs = InputInventory(server_tool_uses=3, server_tool_content_tokens=30_000)
     assert bound.prompt_tokens(inputs, 1000, 64) == 4 * (1000 + 30_000 + 64)
+
+
+@pytest.mark.parametrize(
+    "url", ["https://docs.example/report.pdf", "https://v.example/clip.mp4?x=1"]
+)
+def test_an_image_url_that_names_another_kind_of_file_is_refused(url: str) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        inventory_of(_request(_image(url)))
+    assert refused.value.details[0].field == "messages[0].content[0].image_url.url"
+
+
+@pytest.mark.parametrize("url", ["https://i.example/a.png?size=2", "https://i.example/photo"])
+def test_an_image_url_is_held_at_the_upstream_s_cap(url: str) -> None:
+    assert inventory_of(_request(_image(url))).images == [None]
