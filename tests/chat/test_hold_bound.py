@@ -1,11 +1,12 @@
 """The hold is an upper bound of the charge, for every input a request can carry, on every
 kind of upstream: requests of every content kind (text, images as data URIs of any size and as
-URLs, PDFs, audio, tools, several choices, streams; on the Messages dialect documents, typed
-tools and web_fetch too) on the simulator and on fakes of OpenAI, an OpenAI-compatible server,
-Anthropic (its Messages API as is and translated), Gemini, Vertex AI and Bedrock, each
-reporting the usage its upstream's published rule gives at its worst case for what it received
-(`tests.support.billing_rules`). One chat service and one set of fakes serve every example, in
-one event loop: no process per example."""
+URLs, PDFs, audio, tools, several choices, streams; on the Messages dialect documents as
+base64, text and by URL, which the gateway fetches, typed tools and web_fetch too) on the
+simulator and on fakes of OpenAI, an OpenAI-compatible server, Anthropic (its Messages API as
+is and translated), Gemini, Vertex AI and Bedrock, each reporting the usage its upstream's
+published rule gives at its worst case for what it received (`tests.support.billing_rules`).
+One chat service and one set of fakes serve every example, in one event loop: no process per
+example."""
 
 from __future__ import annotations
 
@@ -21,13 +22,18 @@ from typing import Any
 
 import msgspec
 import pytest
+from aiohttp import web
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gateway.artifacts import FetchPolicy, LocalBlobStore, ReferenceFetcher, UrlSigner
+from gateway.artifacts.addresses import parse_networks
+from gateway.artifacts.service import ArtifactService
 from gateway.chat.outcomes import ChatOutcome, ChatStreaming
 from gateway.errors import GatewayError
 from gateway.http.anthropic.bounds import bound_messages
 from gateway.http.anthropic.dialect import ANTHROPIC_MESSAGES, MessagesCall
+from gateway.http.anthropic.documents import FetchDocument, fetch_url_documents
 from gateway.http.anthropic.request import decode_messages, to_chat_request
 from gateway.schemas.messages import MessagesRequest
 from tests.chat.support import ChatParts, chat_parts
@@ -118,6 +124,9 @@ class World:
     loop: asyncio.AbstractEventLoop
     parts: ChatParts
     ids: Iterator[int]
+    documents: str
+    """The root URL of a site serving `<n>.pdf`, a PDF of n pages (what `docsite://` names)."""
+    fetch: FetchDocument
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +155,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     key_file = tmp / "service-account.json"
     key_file.write_text(json.dumps(SERVICE_ACCOUNT.info()))
     manager: AbstractAsyncContextManager[ChatParts] | None = None
+    site = web.AppRunner(_document_site())
     try:
+        loop.run_until_complete(site.setup())
+        loop.run_until_complete(web.TCPSite(site, "127.0.0.1", 0).start())
         for fake in fakes:
             loop.run_until_complete(fake.start())
         config = CONFIG.format(
@@ -161,15 +173,40 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         )
         manager = chat_parts(tmp, config_text=config)
         parts = loop.run_until_complete(manager.__aenter__())
-        yield World(loop=loop, parts=parts, ids=count())
+        policy = FetchPolicy(allow_http=True, allowed_networks=parse_networks(["127.0.0.1/32"]))
+        artifacts = ArtifactService(
+            parts.store,
+            LocalBlobStore(tmp / "blobs"),
+            UrlSigner(b"s" * 32),
+            ReferenceFetcher(policy),
+        )
+
+        async def fetch(url: str, field: str) -> bytes:
+            return await artifacts.fetch_document("default", url, field=field)
+
+        documents = f"http://127.0.0.1:{site.addresses[0][1]}/"
+        yield World(loop=loop, parts=parts, ids=count(), documents=documents, fetch=fetch)
     finally:
         if manager is not None:
             loop.run_until_complete(manager.__aexit__(None, None, None))
         for fake in fakes:
             loop.run_until_complete(fake.stop())
+        loop.run_until_complete(site.cleanup())
         loop.close()
         os.environ.clear()
         os.environ.update(saved)
+
+
+def _document_site() -> web.Application:
+    async def serve(request: web.Request) -> web.Response:
+        pages = int(request.match_info["pages"])
+        return web.Response(
+            body=base64.b64decode(pdf_base64(pages)), content_type="application/pdf"
+        )
+
+    app = web.Application()
+    app.router.add_get("/{pages:[0-9]+}.pdf", serve)
+    return app
 
 
 def _data(header: bytes, media_type: str) -> str:
@@ -235,9 +272,12 @@ def _block_image(draw: st.DrawFn) -> dict[str, Any]:
 def messages_calls(draw: st.DrawFn, model: str) -> dict[str, Any]:
     blocks: list[dict[str, Any]] = [{"type": "text", "text": draw(st.text(max_size=40))}]
     for _ in range(draw(st.integers(0, 4))):
-        kind = draw(st.sampled_from(["image", "pdf", "text_document"]))
+        kind = draw(st.sampled_from(["image", "pdf", "url_document", "text_document"]))
         if kind == "image":
             blocks.append(_block_image(draw))
+        elif kind == "url_document":
+            url = f"docsite://{draw(st.integers(1, 4))}.pdf"
+            blocks.append({"type": "document", "source": {"type": "url", "url": url}})
         elif kind == "pdf":
             data = pdf_base64(draw(st.integers(1, 4)))
             source = {"type": "base64", "media_type": "application/pdf", "data": data}
@@ -269,13 +309,16 @@ def messages_calls(draw: st.DrawFn, model: str) -> dict[str, Any]:
     return body
 
 
-async def _call(parts: ChatParts, dialect: str, body: dict[str, Any], n: int) -> ChatOutcome:
-    raw = msgspec.json.encode(body)
+async def _call(world: World, dialect: str, body: dict[str, Any], n: int) -> ChatOutcome:
+    """The call as its endpoint makes it (`gateway.api.chat`, `gateway.api.messages`)."""
+    parts = world.parts
+    raw = msgspec.json.encode(body).replace(b"docsite://", world.documents.encode())
     caller = parts.caller()
     if dialect == "openai":
         return await parts.handle(caller, raw, request_id=f"req_{n}", idempotency_key=None)
     request, decoded = decode_messages(raw, MessagesRequest)
     chat, problems = to_chat_request(request, decoded)
+    await fetch_url_documents(decoded, world.fetch)
     inputs = bound_messages(decoded)
     return await parts.service.handle(
         caller,
@@ -289,13 +332,14 @@ async def _call(parts: ChatParts, dialect: str, body: dict[str, Any], n: int) ->
 
 
 async def _charged_against_hold(
-    parts: ChatParts, dialect: str, body: dict[str, Any], n: int
+    world: World, dialect: str, body: dict[str, Any], n: int
 ) -> tuple[int | None, int]:
     """(the call's hold, None when it was refused before admission; what it was charged)."""
+    parts = world.parts
     before = (await parts.store.wallet("default")).balance_units
     holds = len(parts.gatekeeper.holds)
     try:
-        outcome = await _call(parts, dialect, body, n)
+        outcome = await _call(world, dialect, body, n)
     except GatewayError as exc:  # refused (the request, or the upstream refusing it)
         assert exc.status_code < 500, exc
     else:
@@ -329,7 +373,7 @@ def test_the_charge_never_exceeds_the_hold_on_any_upstream_for_any_input(
     calls = openai_calls(model) if dialect == "openai" else messages_calls(model)
     body = data.draw(calls)
     hold, charge = world.loop.run_until_complete(
-        _charged_against_hold(world.parts, dialect, body, next(world.ids))
+        _charged_against_hold(world, dialect, body, next(world.ids))
     )
     if hold is None:
         assert charge == 0
