@@ -22,7 +22,6 @@ from typing import Any
 
 import msgspec
 import pytest
-from aiohttp import web
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -39,6 +38,7 @@ from gateway.schemas.messages import MessagesRequest
 from tests.chat.support import ChatParts, chat_parts
 from tests.fakes.anthropic_upstream import FakeAnthropic
 from tests.fakes.bedrock_upstream import FakeBedrock
+from tests.fakes.document_site import DocumentSite
 from tests.fakes.gemini_upstream import FakeGemini
 from tests.fakes.openai_upstream import FakeOpenAI
 from tests.fakes.vertex_upstream import FakeVertex, ServiceAccountKey
@@ -121,7 +121,7 @@ pricing = {{ input_usd_per_mtok = 3, output_usd_per_mtok = 15 }}
 
 @dataclass
 class World:
-    loop: asyncio.AbstractEventLoop
+    runner: asyncio.Runner
     parts: ChatParts
     ids: Iterator[int]
     documents: str
@@ -145,7 +145,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     )
     for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_BEARER_TOKEN_BEDROCK"):
         os.environ.pop(name, None)
-    loop = asyncio.new_event_loop()
+    runner = asyncio.Runner()  # its close() lets the transports closed last finish closing
     openai, anthropic = FakeOpenAI(), FakeAnthropic()
     gemini, vertex = FakeGemini(), FakeVertex(SERVICE_ACCOUNT)
     bedrock = FakeBedrock(credentials=(KEY, SECRET))
@@ -155,12 +155,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     key_file = tmp / "service-account.json"
     key_file.write_text(json.dumps(SERVICE_ACCOUNT.info()))
     manager: AbstractAsyncContextManager[ChatParts] | None = None
-    site = web.AppRunner(_document_site())
+    site = DocumentSite()
     try:
-        loop.run_until_complete(site.setup())
-        loop.run_until_complete(web.TCPSite(site, "127.0.0.1", 0).start())
+        runner.run(site.start())
         for fake in fakes:
-            loop.run_until_complete(fake.start())
+            runner.run(fake.start())
         config = CONFIG.format(
             openai=openai.base_url,
             anthropic=anthropic.base_url,
@@ -172,7 +171,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             models=MODELS,
         )
         manager = chat_parts(tmp, config_text=config)
-        parts = loop.run_until_complete(manager.__aenter__())
+        parts = runner.run(manager.__aenter__())
         policy = FetchPolicy(allow_http=True, allowed_networks=parse_networks(["127.0.0.1/32"]))
         artifacts = ArtifactService(
             parts.store,
@@ -184,29 +183,17 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         async def fetch(url: str, field: str) -> bytes:
             return await artifacts.fetch_document("default", url, field=field)
 
-        documents = f"http://127.0.0.1:{site.addresses[0][1]}/"
-        yield World(loop=loop, parts=parts, ids=count(), documents=documents, fetch=fetch)
+        documents = f"{site.base_url}/"
+        yield World(runner=runner, parts=parts, ids=count(), documents=documents, fetch=fetch)
     finally:
         if manager is not None:
-            loop.run_until_complete(manager.__aexit__(None, None, None))
+            runner.run(manager.__aexit__(None, None, None))
         for fake in fakes:
-            loop.run_until_complete(fake.stop())
-        loop.run_until_complete(site.cleanup())
-        loop.close()
+            runner.run(fake.stop())
+        runner.run(site.stop())
+        runner.close()
         os.environ.clear()
         os.environ.update(saved)
-
-
-def _document_site() -> web.Application:
-    async def serve(request: web.Request) -> web.Response:
-        pages = int(request.match_info["pages"])
-        return web.Response(
-            body=base64.b64decode(pdf_base64(pages)), content_type="application/pdf"
-        )
-
-    app = web.Application()
-    app.router.add_get("/{pages:[0-9]+}.pdf", serve)
-    return app
 
 
 def _data(header: bytes, media_type: str) -> str:
@@ -372,9 +359,7 @@ def test_the_charge_never_exceeds_the_hold_on_any_upstream_for_any_input(
 ) -> None:
     calls = openai_calls(model) if dialect == "openai" else messages_calls(model)
     body = data.draw(calls)
-    hold, charge = world.loop.run_until_complete(
-        _charged_against_hold(world, dialect, body, next(world.ids))
-    )
+    hold, charge = world.runner.run(_charged_against_hold(world, dialect, body, next(world.ids)))
     if hold is None:
         assert charge == 0
     else:

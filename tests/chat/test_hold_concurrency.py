@@ -11,16 +11,13 @@ here priced so that its old hold fits the wallet and its charge does not)."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
-from aiohttp import web
 
 from gateway.artifacts import FetchPolicy, LocalBlobStore, ReferenceFetcher, UrlSigner
 from gateway.artifacts.addresses import parse_networks
@@ -38,8 +35,8 @@ from gateway.store.redis import RedisStore
 from gateway.store.sqlite import SqliteStore
 from tests.chat.support import ChatParts, chat_parts
 from tests.fakes.anthropic_upstream import FakeAnthropic
+from tests.fakes.document_site import DocumentSite
 from tests.support.billing_rules import ANTHROPIC
-from tests.support.documents import pdf_base64
 
 CONFIG = """
 [gateway]
@@ -150,27 +147,6 @@ async def _ledger_sum(store: Store) -> int:
 Call = Callable[[ChatParts, int], Awaitable[object]]
 
 
-@asynccontextmanager
-async def _document_server() -> AsyncIterator[str]:
-    """A local site serving a PDF of `PAGES` pages: the URL of the document."""
-    pdf = base64.b64decode(pdf_base64(PAGES))
-
-    async def serve(request: web.Request) -> web.Response:
-        return web.Response(body=pdf, content_type="application/pdf")
-
-    app = web.Application()
-    app.router.add_get("/report.pdf", serve)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        yield f"http://127.0.0.1:{port}/report.pdf"
-    finally:
-        await runner.cleanup()
-
-
 async def _thirty_at_once(store: Store, tmp_path: Path, call: Call) -> list[Any]:
     """The calls' outcomes (errors returned), after checking the wallet: never below zero,
     and its balance the sum of its ledger."""
@@ -181,7 +157,8 @@ async def _thirty_at_once(store: Store, tmp_path: Path, call: Call) -> list[Any]
         UrlSigner(b"s" * 32),
         ReferenceFetcher(policy),
     )
-    async with FakeAnthropic() as fake, _document_server() as url:
+    async with FakeAnthropic() as fake, DocumentSite() as site:
+        url = f"{site.base_url}/{PAGES}.pdf"
         fake.bill = _bill
         config = CONFIG.format(base_url=fake.base_url)
         async with chat_parts(

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from gateway.artifacts import FetchPolicy, LocalBlobStore, ReferenceFetcher, UrlSigner
 from gateway.artifacts.addresses import parse_networks
@@ -20,30 +17,10 @@ from gateway.errors import InvalidRequest, ValidationFailed
 from gateway.http.anthropic.bounds import bound_messages
 from gateway.http.anthropic.documents import MAX_FETCHED, FetchDocument, fetch_url_documents
 from gateway.store.sqlite import SqliteStore
+from tests.fakes.document_site import DocumentSite
 from tests.support.documents import pdf_base64
 
 PDF = base64.b64decode(pdf_base64(3))
-_PAGES = {"/report.pdf": (PDF, "application/pdf"), "/page.html": (b"<html></html>", "text/html")}
-
-
-@asynccontextmanager
-async def _site() -> AsyncIterator[str]:
-    """A 3-page PDF at /report.pdf and a page at /page.html on 127.0.0.1: the site's root."""
-
-    async def serve(request: web.Request) -> web.Response:
-        body, content_type = _PAGES[request.path]
-        return web.Response(body=body, content_type=content_type)
-
-    app = web.Application()
-    for path in _PAGES:
-        app.router.add_get(path, serve)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
 
 
 def _fetch(tmp_path: Path, *, local: bool = True) -> FetchDocument:
@@ -71,7 +48,8 @@ def _fetched(path: str, fetch: FetchDocument) -> dict[str, Any]:
     """A body with a URL document at `path` (and one in a tool result), after fetching."""
 
     async def main() -> dict[str, Any]:
-        async with _site() as root:
+        async with DocumentSite() as site:
+            root = site.base_url
             inner = [_document(root + path)]
             result = {"type": "tool_result", "tool_use_id": "t1", "content": inner}
             content = [_document(root + path), result]
@@ -85,7 +63,7 @@ def _fetched(path: str, fetch: FetchDocument) -> dict[str, Any]:
 def test_url_documents_are_fetched_and_sent_as_their_bytes_then_held_by_their_pages(
     tmp_path: Path,
 ) -> None:
-    raw = _fetched("/report.pdf", _fetch(tmp_path))
+    raw = _fetched("/3.pdf", _fetch(tmp_path))
     first, result = raw["messages"][0]["content"]
     base64_source = {
         "type": "base64",
@@ -99,7 +77,7 @@ def test_url_documents_are_fetched_and_sent_as_their_bytes_then_held_by_their_pa
 
 def test_a_url_the_reference_rules_refuse_is_a_422_naming_the_block(tmp_path: Path) -> None:
     with pytest.raises(ValidationFailed) as refused:
-        _fetched("/report.pdf", _fetch(tmp_path, local=False))
+        _fetched("/3.pdf", _fetch(tmp_path, local=False))
     assert refused.value.details[0].field in (
         "messages[0].content[0].source.url",
         "messages[0].content[1].content[0].source.url",
