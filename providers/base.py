@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import io
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import msgspec
@@ -52,6 +53,8 @@ __all__ = [
     "ImageProvider",
     "ImageRequest",
     "ImageResult",
+    "InputRules",
+    "InputsBilled",
     "MediaInput",
     "MessagesProvider",
     "MusicProvider",
@@ -194,6 +197,39 @@ def extensions_refused(provider: object, upstream_model: str, names: Iterable[st
     if taken is None:
         return []
     return [name for name in names if name not in taken]
+
+
+@dataclass(frozen=True, slots=True)
+class InputRules:
+    """What an upstream bills for a request's inputs beyond the bytes of their text: each rule
+    a worst case, as the upstream publishes it. The gateway adds them to the body's size when
+    it sizes a call's hold (`gateway.chat.inputs`), so the hold bounds the charge.
+
+    Text, tool definitions and audio need no rule: a byte-level tokenizer never makes more
+    tokens than bytes, and no upstream bills audio at more than a token a byte of it."""
+
+    image_tokens: Callable[[int, int], int]
+    """Tokens of one image of width x height pixels (read from its header), resizing and
+    caps included."""
+    image_max_tokens: int
+    """Tokens of an image whose size the gateway cannot read (a URL): the upstream's cap."""
+    pdf_page_tokens: int
+    """Tokens of one PDF page at most (its text and its picture)."""
+    media_part_tokens: int = 0
+    """Tokens counted for every non-text part whatever it holds (the simulator's 85)."""
+    tools_prompt_tokens: int = 0
+    """Tokens the upstream adds to a request that has tools (a tool-use system prompt)."""
+    thinking_beyond_max_tokens: int = 0
+    """Output tokens the upstream may bill beyond the request's token limit (reasoning that
+    is not counted in it)."""
+
+
+@runtime_checkable
+class InputsBilled(Protocol):
+    """A chat adapter that declares how its upstream bills inputs (`InputRules`); one that
+    does not is held at the dearest rules the gateway knows."""
+
+    def input_rules(self, upstream_model: str) -> InputRules: ...
 
 
 OpenChunks = Callable[[], Awaitable[AsyncIterator[bytes]]]

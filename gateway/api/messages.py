@@ -35,7 +35,9 @@ from gateway.auth import DUPLICATE, Caller
 from gateway.chat.outcomes import ChatCompleted, ChatReplayed
 from gateway.chat.tokens import count_tokens
 from gateway.errors import GatewayError, InvalidApiKey, MethodNotAllowed
+from gateway.http.anthropic.bounds import bound_messages
 from gateway.http.anthropic.dialect import ANTHROPIC_MESSAGES, MessagesCall
+from gateway.http.anthropic.documents import fetch_url_documents
 from gateway.http.anthropic.errors import error_response
 from gateway.http.anthropic.request import decode_messages, to_chat_request
 from gateway.http.context import RequestContext, context_of
@@ -117,8 +119,18 @@ async def messages(scope: Any, receive: Any, send: Any) -> None:
         body = await read_body(receive, resources.config.file.gateway.max_body_bytes)
         request, raw = decode_messages(body, MessagesRequest)
         translation = to_chat_request(request, raw)
+        tenant, artifacts = caller.tenant.name, resources.artifacts
+
+        async def fetch(url: str, field: str) -> bytes:
+            return await artifacts.fetch_document(tenant, url, field=field)
+
+        await fetch_url_documents(raw, fetch)
         native = MessagesCall(
-            raw, headers.upstream, translation.problems, dropped=translation.dropped
+            raw,
+            headers.upstream,
+            translation.problems,
+            bound_messages(raw),
+            dropped=translation.dropped,
         )
         outcome = await resources.chat.handle(
             caller,

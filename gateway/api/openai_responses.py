@@ -26,13 +26,20 @@ from typing import Any
 import msgspec
 from litestar import asgi, delete, get
 
-from gateway.api.dependencies import authenticate
+from gateway.api.dependencies import authenticate, count_refused
 from gateway.api.resources import Resources
 from gateway.api.responses import route_headers, send_bytes, send_reply
 from gateway.auth import Caller
+from gateway.chat.inputs import inventory_of
 from gateway.chat.outcomes import ChatCompleted, ChatReplayed
 from gateway.chat.tokens import count_tokens
-from gateway.errors import InvalidRequest, MethodNotAllowed, NotFound, fields_message
+from gateway.errors import (
+    GatewayError,
+    InvalidRequest,
+    MethodNotAllowed,
+    NotFound,
+    fields_message,
+)
 from gateway.http.context import RequestContext, context_of
 from gateway.http.event_stream import send_event_stream
 from gateway.http.json_body import read_body, require_json_content_type
@@ -65,23 +72,27 @@ def _start(scope: Any, *methods: str) -> tuple[RequestContext, Resources]:
 async def create_response(scope: Any, receive: Any, send: Any) -> None:
     ctx, resources = _start(scope, "POST")
     caller = await authenticate(ctx, resources)
-    require_json_content_type(ctx.content_type)
-    body = await read_body(receive, resources.config.file.gateway.max_body_bytes)
-    request, raw = decode_responses(body)
-    translation = to_chat_request(request)
-    native = ResponsesCall(raw, translation.problems)
     try:
-        outcome = await resources.chat.handle(
-            caller,
-            translation.chat,
-            body_size=len(body),
-            dialect=OpenAIResponses(translation),
-            request_id=ctx.request_id,
-            idempotency_key=ctx.idempotency_key,
-            native=native,
-        )
-    except InvalidRequest as exc:
-        _in_client_terms(exc)
+        require_json_content_type(ctx.content_type)
+        body = await read_body(receive, resources.config.file.gateway.max_body_bytes)
+        request, raw = decode_responses(body)
+        translation = to_chat_request(request)
+        try:
+            native = ResponsesCall(raw, translation.problems, inventory_of(translation.chat))
+            outcome = await resources.chat.handle(
+                caller,
+                translation.chat,
+                body_size=len(body),
+                dialect=OpenAIResponses(translation),
+                request_id=ctx.request_id,
+                idempotency_key=ctx.idempotency_key,
+                native=native,
+            )
+        except InvalidRequest as exc:
+            _in_client_terms(exc)
+            raise
+    except GatewayError as exc:
+        await count_refused(ctx, resources, caller, exc)
         raise
     extra: list[tuple[bytes, bytes]] = []
     if translation.dropped and not native.passed_through:
@@ -91,13 +102,17 @@ async def create_response(scope: Any, receive: Any, send: Any) -> None:
     ctx.rate = outcome.rate
     if isinstance(outcome, ChatCompleted):
         ctx.routing, ctx.upstream_seconds = outcome.route, outcome.upstream_seconds
-        await send_bytes(send, outcome.body, [*route_headers(outcome.model, outcome.route), *extra])
+        await send_bytes(
+            send,
+            outcome.body,
+            [*route_headers(outcome.model, outcome.route, outcome.max_tokens), *extra],
+        )
     elif isinstance(outcome, ChatReplayed):
         ctx.replayed = True
         await send_reply(send, outcome.reply, extra)
     else:
         ctx.routing, ctx.upstream_seconds = outcome.route, outcome.upstream_seconds
-        headers = [*route_headers(outcome.model, outcome.route), *extra]
+        headers = [*route_headers(outcome.model, outcome.route, outcome.max_tokens), *extra]
         await send_event_stream(outcome.events, receive, send, headers)
 
 

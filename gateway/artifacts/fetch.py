@@ -218,7 +218,7 @@ class ReferenceFetcher:
             if not piece:
                 break
             head += piece
-        mime = sniff(head)
+        mime = _media_type(head)
         if mime is None or mime not in allowed_types:
             raise refuse(f"the content is not one of: {', '.join(sorted(allowed_types))}.")
 
@@ -233,3 +233,9 @@ class ReferenceFetcher:
         except PayloadTooLarge as exc:
             raise refuse(too_large) from exc
         return FetchedBlob(info=info, mime_type=mime)
+
+
+def _media_type(head: bytes) -> str | None:
+    """`sniff`'s media, or a PDF (which only a caller that allows `application/pdf` takes:
+    a chat's document, `ArtifactService.fetch_document`)."""
+    return "application/pdf" if head.startswith(b"%PDF-") else sniff(head)

@@ -39,6 +39,7 @@ from gateway.metrics import DisabledMetrics, Metrics
 from gateway.store.base import ArtifactKind, ArtifactRecord, Store
 
 __all__ = [
+    "DOCUMENT_MAX_BYTES",
     "MEDIA_TYPES",
     "REFERENCE_MAX_BYTES",
     "STALE_TEMP_SECONDS",
@@ -48,6 +49,9 @@ __all__ = [
 
 UPLOAD_MAX_BYTES = 100 * 1024 * 1024
 REFERENCE_MAX_BYTES = {"image": 20 * 1024 * 1024, "audio": 50 * 1024 * 1024}
+DOCUMENT_MAX_BYTES = 16 * 1024 * 1024
+"""A PDF a chat request names by URL (`fetch_document`)."""
+_DOCUMENT_TYPES = frozenset({"application/pdf"})
 MEDIA_TYPES = {"image": frozenset(IMAGE_TYPES), "audio": frozenset(AUDIO_TYPES)}
 _URL_TTL_SECONDS = 3600
 STALE_TEMP_SECONDS = 3600.0
@@ -196,6 +200,25 @@ class ArtifactService:
                 f"is {width} x {height} pixels, over the limit of {self.max_image_pixels}"
                 " pixels for an image.",
             )
+
+    async def fetch_document(self, tenant: str, url: str, *, field: str) -> bytes:
+        """A PDF a chat request names by URL, fetched under the reference rules (public
+        https only, at most `DOCUMENT_MAX_BYTES`, sniffed as a PDF; a 422 naming `field`
+        when refused) and handed back whole, nothing kept: the call sends its bytes, so what
+        it costs is known before an upstream sees it."""
+        key = self._key(tenant, new_artifact_id())
+        try:
+            await self._fetcher.fetch(
+                url,
+                field=field,
+                store=self._blobs,
+                key=key,
+                allowed_types=_DOCUMENT_TYPES,
+                max_bytes=DOCUMENT_MAX_BYTES,
+            )
+            return await self._blobs.read_all(key, DOCUMENT_MAX_BYTES)
+        finally:
+            await self._blobs.delete(key)
 
     def check_url(self, url: str, *, field: str) -> None:
         """422 now for a reference URL that could never be fetched (scheme, credentials)."""

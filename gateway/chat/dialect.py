@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from gateway.chat.framing import StreamFramer
+from gateway.chat.inputs import InputInventory
 from gateway.errors import ErrorDetail
 from gateway.ids import new_completion_id
 from providers.base import ChatCompletion, ChatStream
@@ -80,6 +81,11 @@ class NativeRequest(Protocol):
     def problems(self) -> Sequence[ErrorDetail]:
         """What the service's request could not carry (each naming the client's field): with
         any, only routes that speak the dialect may serve the call."""
+        ...
+
+    @property
+    def inputs(self) -> InputInventory:
+        """What the request carries that its bytes do not bound (the hold's input bound)."""
         ...
 
     def upstream(self, provider: object) -> NativeUpstream | None:

@@ -20,6 +20,7 @@ from msgspec import UNSET
 
 from gateway.billing.pricing import ChatPrice, estimate_prompt_tokens, prompt_token_bound
 from gateway.chat.dialect import NativeRequest
+from gateway.chat.inputs import NO_INPUTS, InputBound, InputInventory, rules_of
 from gateway.errors import ErrorDetail, InvalidRequest, fields_message
 from gateway.routing.options import namespace_problems
 from gateway.routing.route import Choice, Route
@@ -49,14 +50,25 @@ _REQUEST_FIELDS = frozenset(ChatRequest.__struct_fields__)
 @dataclass(frozen=True, slots=True)
 class HoldBound:
     """What sizes the hold of a call over several routes: per token, the dearest of their
-    prices; the largest and smallest output limit. For one route, exactly its own."""
+    prices; the largest and smallest output limit; per kind of input, the dearest of their
+    upstreams' rules (`gateway.chat.inputs`). For one route, exactly its own."""
 
     price: ChatPrice
     max_output_tokens: int
     min_output_tokens: int
+    inputs: InputBound
 
     @classmethod
-    def over(cls, routes: tuple[Route, ...], prices: list[ChatPrice]) -> HoldBound:
+    def over(
+        cls,
+        routes: tuple[Route, ...],
+        prices: list[ChatPrice],
+        inputs: InputBound | None = None,
+    ) -> HoldBound:
+        if inputs is None:
+            inputs = InputBound(
+                [rules_of(route.provider, route.model.upstream_model) for route in routes]
+            )
         limits = [route.model.max_output_tokens for route in routes]
         if len(prices) == 1:
             price = prices[0]
@@ -69,7 +81,12 @@ class HoldBound:
                     p.cache_write_units_per_mtok or p.input_units_per_mtok for p in prices
                 ),
             )
-        return cls(price=price, max_output_tokens=max(limits), min_output_tokens=min(limits))
+        return cls(
+            price=price,
+            max_output_tokens=max(limits),
+            min_output_tokens=min(limits),
+            inputs=inputs,
+        )
 
 
 @dataclass(slots=True)
@@ -97,6 +114,9 @@ class ChatPlan:
     choices: int = 1
     output_units_per_mtok: Decimal = Decimal(0)
     """The output price the hold is sized with (the dearest of the routes')."""
+    held_units: int = 0
+    """What admission held: `hold_units`, or less for a wallet-bounded hold (`hold_granted`);
+    a charge above it is a defect of the bound (`gateway_hold_exceeded_total`)."""
     paid_tokens: int | None = None
     """The output tokens per choice a wallet-bounded hold pays for, when it is smaller than
     `hold_units` (`hold_granted`); None: the whole hold was granted."""
@@ -145,7 +165,10 @@ class ChatPlan:
         `completion_tokens`, so `completion_tokens` less ceil((hold_units - granted) / the
         price of a token per choice) is paid for, however the prompt was bounded."""
         price = self.output_units_per_mtok
-        if granted >= self.hold_units or price <= 0:
+        if granted >= self.hold_units:
+            return
+        self.held_units = granted
+        if price <= 0:
             return
         short = Decimal(self.hold_units - granted) * _MILLION / (price * self.choices)
         paid = self.completion_tokens - int(short.to_integral_value(rounding=ROUND_CEILING))
@@ -160,6 +183,7 @@ def plan_call(
     bound: HoldBound,
     body_size: int,
     *,
+    inputs: InputInventory = NO_INPUTS,
     legacy_answer: bool = False,
     lower_to_limit: bool = False,
     extensions: Mapping[str, Any] | None = None,
@@ -169,7 +193,8 @@ def plan_call(
     the field the client sent, or with `lower_to_limit` (the client's dialect lowers it, see
     `ChatDialect.lowers_max_tokens`) every route is kept and asked for its own limit. Routes
     whose provider does not take the client's `extensions` are left out too (all of them: 400
-    naming each field the first route does not take)."""
+    naming each field the first route does not take). The hold's prompt bound is the body's
+    bytes and what `inputs` adds by the routes' rules (`gateway.chat.inputs`)."""
     requested = _requested(request)
     routes = choice.routes
     if extensions:
@@ -178,7 +203,7 @@ def plan_call(
         fitting = tuple(r for r in routes if r.model.max_output_tokens >= requested)
         if fitting:
             routes = fitting
-            bound = HoldBound.over(routes, [bound.price])
+            bound = HoldBound.over(routes, [bound.price], bound.inputs)
         elif lower_to_limit:
             requested = bound.max_output_tokens
         else:
@@ -188,20 +213,30 @@ def plan_call(
     stream = "stream" in body
     options = request.stream_options
     include_usage = bool(stream and options and options.include_usage)
-    completion_bound = (requested or bound.max_output_tokens) * (body.get("n") or 1)
+    choices = body.get("n") or 1
+    completion_bound = (requested or bound.max_output_tokens) * choices
+    input_bound = bound.inputs
+    prompt_bound = input_bound.prompt_tokens(
+        inputs, prompt_token_bound(body_size), completion_bound
+    )
+    hold_units = bound.price.hold_units(
+        prompt_bound,
+        completion_bound + input_bound.thinking * choices + inputs.extra_output_tokens,
+    )
     return ChatPlan(
         request=request,
         choice=choice,
         routes=routes,
         completion_tokens=requested or bound.max_output_tokens,
-        choices=body.get("n") or 1,
+        choices=choices,
         output_units_per_mtok=bound.price.output_units_per_mtok,
         upstream_body=body,
         stream=stream,
         include_usage=include_usage,
         requested=requested,
         tokens_reserved=estimate_prompt_tokens(body_size) + completion_bound,
-        hold_units=bound.price.hold_units(prompt_token_bound(body_size), completion_bound),
+        hold_units=hold_units,
+        held_units=hold_units,
         legacy_answer=legacy_answer,
         extensions=extensions or None,
     )

@@ -49,6 +49,7 @@ from gateway.chat.dialect import (
     new_call_id,
 )
 from gateway.chat.framing import StreamFramer
+from gateway.chat.inputs import inventory_of
 from gateway.chat.legacy_functions import to_legacy_completion
 from gateway.chat.outcomes import (
     MODEL_HEADER,
@@ -78,6 +79,7 @@ from gateway.chat.streaming import StreamJob
 from gateway.chat.usage import Charge, output_limit
 from gateway.chat.validation import check_chat_request
 from gateway.errors import InvalidRequest, StoreUnavailable, fields_message
+from gateway.logging import get_logger
 from gateway.metrics import DisabledMetrics, Metrics
 from gateway.routing.fallback import RouteNote, failure_reason, falls_back, retry_delay
 from gateway.routing.resolver import NO_NEEDS, Choice, Route, Router
@@ -91,6 +93,7 @@ __all__ = ["ChatService"]
 
 _encode = msgspec.json.Encoder().encode
 _BOUNDS_LIMIT = 4096
+_log = get_logger("gateway.chat")
 
 
 class ChatService:
@@ -146,11 +149,13 @@ class ChatService:
                 problems = options_problems(request.model_options, choice)
                 if problems:
                     raise InvalidRequest(fields_message(problems), details=problems)
+            inputs = inventory_of(request) if native is None else native.inputs
             plan = plan_call(
                 request,
                 choice,
                 self._bound(choice),
                 body_size,
+                inputs=inputs,
                 legacy_answer=legacy,
                 lower_to_limit=dialect.lowers_max_tokens,
                 extensions=extensions,
@@ -387,7 +392,8 @@ class ChatService:
                     limit=output_limit(plan, route),
                 )
             lowered = plan.lowered_for(route)
-            await self.settle(call, route, charge, kept_reply(call, route, note, payload, lowered))
+            reply = kept_reply(call, route, note, payload, lowered)
+            await self.settle(call, route, charge, reply, hold_units=plan.held_units)
             return ChatCompleted(
                 body=payload,
                 model=route.model.id,
@@ -406,10 +412,30 @@ class ChatService:
         raise error from cause
 
     async def settle(
-        self, call: Call, route: Route, charge: Charge, reply: StoredReply | None
+        self,
+        call: Call,
+        route: Route,
+        charge: Charge,
+        reply: StoredReply | None,
+        *,
+        hold_units: int,
     ) -> None:
-        """Charge the call; waits out a short store stall, never raises for one."""
+        """Charge the call; waits out a short store stall, never raises for one. A charge
+        above the call's hold is charged all the same (the books follow the upstream's
+        counts) and reported as the defect it is (`hold_exceeded`)."""
         model = route.model.id
+        if charge.units > hold_units:
+            self._metrics.hold_exceeded(model)
+            _log.error(
+                "hold_exceeded",
+                request_id=call.request_id,
+                call_id=call.call_id,
+                model=model,
+                hold_units=hold_units,
+                charge_units=charge.units,
+                prompt_tokens=charge.prompt_tokens,
+                completion_tokens=charge.completion_tokens,
+            )
         await self._finisher.settle(
             Settlement(
                 call=call,

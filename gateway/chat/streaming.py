@@ -45,7 +45,13 @@ class StreamOwner(Protocol):
     """What a stream reports to the service that started it (`ChatService`)."""
 
     async def settle(
-        self, call: Call, route: Route, charge: Charge, reply: StoredReply | None
+        self,
+        call: Call,
+        route: Route,
+        charge: Charge,
+        reply: StoredReply | None,
+        *,
+        hold_units: int,
     ) -> None: ...
     def stream_ended(self, route: Route, chunks: int) -> None: ...
     def stream_broken(self, route: Route, exc: BaseException) -> None: ...
@@ -194,7 +200,9 @@ class StreamJob:
             batch.append(self._framer.error(error, self._call.request_id))
             yield b"".join(batch)
             return
-        await self._service.settle(self._call, self._route, charge, reply)
+        await self._service.settle(
+            self._call, self._route, charge, reply, hold_units=self._plan.held_units
+        )
         self._service.stream_ended(self._route, self._content_chunks)
         yield b"".join(batch + tail)
 
@@ -225,7 +233,13 @@ class StreamJob:
         """A stream that did not complete: charge what was produced, keep no reply."""
         self._service.stream_ended(self._route, self._content_chunks)
         try:
-            await self._service.settle(self._call, self._route, self._charge(complete=False), None)
+            await self._service.settle(
+                self._call,
+                self._route,
+                self._charge(complete=False),
+                None,
+                hold_units=self._plan.held_units,
+            )
         except Exception as exc:  # a fault of the gateway's own; the hold expires by itself
             _log.error("settle_failed", call_id=self._call.call_id, error=repr(exc))
 

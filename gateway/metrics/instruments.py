@@ -140,6 +140,12 @@ class Metrics:
             "Credits charged: chat settlements and task debits.",
             ("capability", "model"),
         )
+        self._hold_exceeded = counter(
+            "gateway_hold_exceeded",
+            "Chat calls charged more than their hold (a defect of the hold's bound: the "
+            "excess is charged), by model.",
+            ("model",),
+        )
         self._refunded = counter(
             "gateway_credits_refunded",
             "Credits given back by task refunds (full or partial).",
@@ -229,6 +235,9 @@ class Metrics:
         if completion_tokens:
             self._tokens(model, "out").inc(completion_tokens)
 
+    def hold_exceeded(self, model: str) -> None:
+        self._hold_exceeded(model).inc()
+
     def task_created(self, capability: str, model: str, units: int) -> None:
         self._tasks_created(capability, model).inc()
         if units:
@@ -274,6 +283,9 @@ class DisabledMetrics(Metrics):
         pass
 
     def chat_charged(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def hold_exceeded(self, *args: Any, **kwargs: Any) -> None:
         pass
 
     def task_created(self, *args: Any, **kwargs: Any) -> None:

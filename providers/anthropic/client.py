@@ -19,12 +19,13 @@ from typing import Any
 import msgspec
 
 from providers.anthropic.errors import not_a_stream
+from providers.anthropic.inputs import ANTHROPIC_INPUTS
 from providers.anthropic.native import NativeEventStream, native_message
 from providers.anthropic.options import Options
 from providers.anthropic.request import cache_mark, messages_request
 from providers.anthropic.stream import AnthropicChatStream
 from providers.anthropic.translate import completion_from_bytes
-from providers.base import ChatCompletion
+from providers.base import ChatCompletion, InputRules
 from providers.errors import ProviderError
 from providers.secrets import SecretSink
 from providers.upstream import Upstream, key_header
@@ -110,6 +111,9 @@ class AnthropicProvider:
     def secrets(self) -> SecretSink:
         """The credentials it sends, for the gateway to mask (`providers.secrets`)."""
         return self._upstream.secrets
+
+    def input_rules(self, upstream_model: str) -> InputRules:
+        return ANTHROPIC_INPUTS
 
     async def close(self) -> None:
         await self._upstream.close()

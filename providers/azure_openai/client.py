@@ -15,8 +15,9 @@ from yarl import URL
 from providers.azure_openai.auth import EntraSigner, entra_signer
 from providers.azure_openai.errors import error_for_azure_response
 from providers.azure_openai.options import Options
-from providers.base import ChatCompletion
+from providers.base import ChatCompletion, InputRules
 from providers.openai.errors import not_a_stream
+from providers.openai.inputs import OPENAI_UNKNOWN_MODEL
 from providers.openai.responses import ResponseEventStream, native_response
 from providers.openai.stream import OpenAIChatStream
 from providers.openai.translate import completion_from_bytes
@@ -111,6 +112,10 @@ class AzureOpenAIProvider:
         if deployment and body.get("model") != deployment:
             body["model"] = deployment
         return body
+
+    def input_rules(self, upstream_model: str) -> InputRules:
+        """A deployment's name does not say its model: the dearest of OpenAI's rules."""
+        return OPENAI_UNKNOWN_MODEL
 
     async def close(self) -> None:
         await self._upstream.close()

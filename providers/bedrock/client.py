@@ -17,13 +17,15 @@ from urllib.parse import quote
 import msgspec
 from yarl import URL
 
-from providers.base import ChatCompletion
+from providers.anthropic.inputs import ANTHROPIC_INPUTS
+from providers.base import ChatCompletion, InputRules
 from providers.bedrock.credentials import SigV4Signer
 from providers.bedrock.errors import error_for_bedrock_response
 from providers.bedrock.options import Options
 from providers.bedrock.request import converse_request, extension_fields_of
 from providers.bedrock.stream import BedrockChatStream
 from providers.bedrock.translate import completion_from_bytes
+from providers.openai.inputs import OPENAI_UNKNOWN_MODEL
 from providers.secrets import SecretSink
 from providers.upstream import Upstream, key_header
 
@@ -83,6 +85,13 @@ class BedrockProvider:
         )
         response = await self._upstream.stream(converse_stream, payload, headers=_STREAM)
         return await BedrockChatStream(response, model).start()
+
+    def input_rules(self, upstream_model: str) -> InputRules:
+        """Claude's rule for Anthropic's models; for the others (Nova, Llama, Mistral) the
+        dearest image rule the gateway knows."""
+        if "anthropic." in upstream_model or "claude" in upstream_model:
+            return ANTHROPIC_INPUTS
+        return OPENAI_UNKNOWN_MODEL
 
     async def close(self) -> None:
         await self._upstream.close()

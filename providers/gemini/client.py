@@ -14,8 +14,9 @@ from typing import Any
 import msgspec
 from yarl import URL
 
-from providers.base import ChatCompletion
+from providers.base import ChatCompletion, InputRules
 from providers.gemini.errors import error_for_gemini_response
+from providers.gemini.inputs import GEMINI_INPUTS
 from providers.gemini.options import Options
 from providers.gemini.request import gemini_request
 from providers.gemini.stream import GeminiChatStream
@@ -85,6 +86,9 @@ class GenerateContentProvider:
     def secrets(self) -> SecretSink:
         """The credentials it sends, for the gateway to mask (`providers.secrets`)."""
         return self._upstream.secrets
+
+    def input_rules(self, upstream_model: str) -> InputRules:
+        return GEMINI_INPUTS
 
     async def close(self) -> None:
         await self._upstream.close()

@@ -13,9 +13,10 @@ from typing import Any
 
 import msgspec
 
-from providers.base import ChatCompletion, ImageRequest, ImageResult, TaskControl
+from providers.base import ChatCompletion, ImageRequest, ImageResult, InputRules, TaskControl
 from providers.openai.errors import not_a_stream
 from providers.openai.images import OpenAIImages
+from providers.openai.inputs import openai_input_rules
 from providers.openai.options import Options
 from providers.openai.responses import ResponseEventStream, native_response
 from providers.openai.stream import OpenAIChatStream
@@ -77,6 +78,9 @@ class OpenAIProvider:
     def secrets(self) -> SecretSink:
         """The credentials it sends, for the gateway to mask (`providers.secrets`)."""
         return self._upstream.secrets
+
+    def input_rules(self, upstream_model: str) -> InputRules:
+        return openai_input_rules(upstream_model)
 
     async def close(self) -> None:
         await self._upstream.close()

@@ -11,8 +11,9 @@ from typing import Any
 
 import msgspec
 
-from providers.base import ChatCompletion
+from providers.base import ChatCompletion, InputRules
 from providers.openai.errors import not_a_stream
+from providers.openai.inputs import OPENAI_UNKNOWN_MODEL
 from providers.openai.stream import OpenAIChatStream
 from providers.openai.translate import completion_from_bytes
 from providers.openai_compatible.options import Options
@@ -65,6 +66,10 @@ class OpenAICompatibleProvider:
     def secrets(self) -> SecretSink:
         """The credentials it sends, for the gateway to mask (`providers.secrets`)."""
         return self._upstream.secrets
+
+    def input_rules(self, upstream_model: str) -> InputRules:
+        """Any server's model: the dearest of OpenAI's rules."""
+        return OPENAI_UNKNOWN_MODEL
 
     async def close(self) -> None:
         await self._upstream.close()

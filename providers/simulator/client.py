@@ -19,6 +19,7 @@ from providers.base import (
     ChatCompletion,
     ImageRequest,
     ImageResult,
+    InputRules,
     MusicRequest,
     MusicResult,
     TaskControl,
@@ -26,7 +27,13 @@ from providers.base import (
 )
 from providers.errors import ProviderError, UpstreamUnavailable
 from providers.simulator.directives import Directives, failure_for, parse_directives
-from providers.simulator.generator import Answer, logprob_items, plan_answers, seed_of
+from providers.simulator.generator import (
+    SIMULATOR_INPUTS,
+    Answer,
+    logprob_items,
+    plan_answers,
+    seed_of,
+)
 from providers.simulator.options import Options
 
 __all__ = ["SimulatorProvider", "SimulatorStream", "create"]
@@ -132,6 +139,9 @@ class SimulatorProvider:
         return await generate_music(
             self.name, self._options, request, control, unlucky=self._unlucky()
         )
+
+    def input_rules(self, upstream_model: str) -> InputRules:
+        return SIMULATOR_INPUTS
 
     async def close(self) -> None:
         return None

@@ -32,9 +32,26 @@ from typing import Any
 
 import msgspec
 
+from providers.base import InputRules
 from providers.simulator.schema_values import schema_value
 
-__all__ = ["Answer", "logprob_items", "plan_answers", "prompt_tokens", "seed_of"]
+__all__ = [
+    "SIMULATOR_INPUTS",
+    "Answer",
+    "logprob_items",
+    "plan_answers",
+    "prompt_tokens",
+    "seed_of",
+]
+
+_PART_TOKENS = 85
+SIMULATOR_INPUTS = InputRules(
+    image_tokens=lambda width, height: _PART_TOKENS,
+    image_max_tokens=_PART_TOKENS,
+    pdf_page_tokens=_PART_TOKENS,
+    media_part_tokens=_PART_TOKENS,
+)
+"""The simulator counts 85 tokens for every part that is not text (`prompt_tokens`)."""
 
 _encode = msgspec.json.encode
 
@@ -164,7 +181,7 @@ def prompt_tokens(messages: object, tools: object) -> int:
             elif type(content) is list:
                 for part in content:
                     text = part.get("text") if type(part) is dict else None
-                    total += (len(text) + 3) // 4 if type(text) is str else 85
+                    total += (len(text) + 3) // 4 if type(text) is str else _PART_TOKENS
             calls = message.get("tool_calls")
             if calls:
                 total += (len(_encode(calls)) + 3) // 4

@@ -22,9 +22,10 @@ from gateway.config.loader import GatewayConfig, load_config
 from gateway.errors import InvalidRequest
 from gateway.http.json_body import decode_json
 from gateway.http.openai_sse import OPENAI_CHAT
+from gateway.metrics import Metrics
 from gateway.routing.resolver import Router
 from gateway.schemas.chat import ChatRequest
-from gateway.store.base import AdmissionResult, Call
+from gateway.store.base import AdmissionResult, Call, Store
 from gateway.store.sqlite import SqliteStore
 from providers.base import ChatCompletion, Usage
 from providers.registry import spec_for
@@ -44,7 +45,7 @@ __all__ = [
 class RecordingGatekeeper(Gatekeeper):
     """The real one, noting the hold of every admission (`holds`)."""
 
-    def __init__(self, store: SqliteStore) -> None:
+    def __init__(self, store: Store) -> None:
         super().__init__(store)
         self.holds: list[int] = []
 
@@ -134,7 +135,7 @@ class _ScriptedStream:
 @dataclass(frozen=True, slots=True)
 class ChatParts:
     service: ChatService
-    store: SqliteStore
+    store: Store
     config: GatewayConfig
     router: Router
     clock: Clock
@@ -175,14 +176,18 @@ async def chat_parts(
     grant: int = 10**9,
     config_text: str = CHAT_SERVICE_CONFIG,
     scripted: tuple[str, ...] = (),
+    store: Store | None = None,
+    metrics: Metrics | None = None,
 ) -> AsyncIterator[ChatParts]:
     """A `ChatService` wired as the app wires it; the tenants' wallets hold `grant` units.
-    The providers named in `scripted` are `ScriptedChat`s instead of what the file says."""
+    The providers named in `scripted` are `ScriptedChat`s instead of what the file says.
+    `store`: an opened store to use (closed here), else a SQLite one in `tmp_path`."""
     path = tmp_path / "gateway.toml"
     path.write_text(config_text)
     config = load_config(path)
-    store = SqliteStore(tmp_path / "gateway.db")
-    await store.open()
+    if store is None:
+        store = SqliteStore(tmp_path / "gateway.db")
+        await store.open()
     providers: dict[str, Any] = {}
     try:
         for tenant in config.tenants:
@@ -195,7 +200,9 @@ async def chat_parts(
         clock = Clock()
         router = Router(config, providers, clock=clock, rng=random.Random(1))
         gatekeeper = RecordingGatekeeper(store)
-        service = ChatService(CallFinisher(store), router, gatekeeper, hold_seconds=60)
+        service = ChatService(
+            CallFinisher(store), router, gatekeeper, hold_seconds=60, metrics=metrics
+        )
         yield ChatParts(
             service=service,
             store=store,

@@ -153,9 +153,7 @@ async def _messages(
         dialect=ANTHROPIC_MESSAGES,
         request_id="req_test",
         idempotency_key=key,
-        native=MessagesCall(
-            raw, {"anthropic-version": "2023-06-01"}, problems, dropped=dropped
-        ),
+        native=MessagesCall(raw, {"anthropic-version": "2023-06-01"}, problems, dropped=dropped),
     )
     return outcome, len(raw_body)
 

@@ -20,6 +20,7 @@ from gateway.http.anthropic.request import decode_messages, to_chat_request
 from gateway.schemas.messages import MessagesRequest
 from tests.chat.support import ChatParts, chat_parts
 from tests.fakes.anthropic_upstream import FakeAnthropic, Reply, message, text
+from tests.support.documents import ONE_PAGE_PDF
 
 CONFIG = """
 [gateway]
@@ -59,7 +60,7 @@ chat = {order}
 """
 DOCUMENT = {
     "type": "document",
-    "source": {"type": "file", "file_id": "file_011CNha8iCJcU1wXNR6q4V8w"},
+    "source": {"type": "base64", "media_type": "application/pdf", "data": ONE_PAGE_PDF},
 }
 
 

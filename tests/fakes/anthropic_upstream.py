@@ -218,6 +218,14 @@ class FakeAnthropic(FakeServer[RecordedRequest, Reply | StreamReply | Disconnect
             }
             return web.json_response(error, status=400)
         reply = self._script.popleft() if self._script else None
+        if reply is None and self.bill is not None:
+            billed_in, billed_out = self.bill(wants)
+            whole = message(
+                model=wants.get("model", "claude-fake"),
+                input_tokens=billed_in,
+                output_tokens=billed_out,
+            )
+            reply = StreamReply(message=whole) if wants.get("stream") else Reply(message=whole)
         if reply is None:
             reply = StreamReply() if wants.get("stream") else Reply()
         try:

@@ -235,6 +235,13 @@ class FakeBedrock(FakeServer[RecordedRequest, Reply | StreamReply | Disconnect])
         if operation not in ("converse", "converse-stream"):
             return _error(404, "UnknownOperationException", f"unknown operation {operation}")
         reply = self._script.popleft() if self._script else None
+        wants = recorded.json
+        if reply is None and self.bill is not None and isinstance(wants, dict):
+            counts = usage(*self.bill(wants))
+            if operation == "converse-stream":
+                reply = StreamReply(events=events_for(self.text, usage_counts=counts))
+            else:
+                reply = Reply(body=answer(text(self.text), usage_counts=counts))
         if reply is None:
             reply = StreamReply() if operation == "converse-stream" else Reply()
         try:

@@ -214,6 +214,13 @@ class FakeGemini(FakeServer[RecordedRequest, Reply | StreamReply | Disconnect]):
             body = error_body(404, "NOT_FOUND", f"Method {method!r} not found.")
             return web.json_response(body, status=404)
         reply = self._script.popleft() if self._script else None
+        wants = self.requests[-1].json
+        if reply is None and self.bill is not None and isinstance(wants, dict):
+            counts = usage(*self.bill(wants))
+            if method == "streamGenerateContent":
+                reply = StreamReply(events=events_for(self.text, final_usage=counts))
+            else:
+                reply = Reply(body=response(candidate(text(self.text)), usage_metadata=counts))
         if reply is None:
             reply = StreamReply() if method == "streamGenerateContent" else Reply()
         try:

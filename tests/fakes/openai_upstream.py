@@ -160,6 +160,8 @@ class FakeOpenAI(FakeServer[RecordedRequest, Reply | StreamReply | Disconnect]):
         self.requests.append(recorded)
         wants = recorded.json if isinstance(recorded.json, dict) else {}
         reply = self._script.popleft() if self._script else None
+        if reply is None and self.bill is not None:
+            reply = self._billed(wants, *self.bill(wants))
         if reply is None:
             reply = StreamReply() if wants.get("stream") else Reply()
         try:
@@ -174,6 +176,18 @@ class FakeOpenAI(FakeServer[RecordedRequest, Reply | StreamReply | Disconnect]):
         except (ConnectionError, asyncio.CancelledError):
             self.disconnects += 1
             raise
+
+    def _billed(
+        self, wants: Mapping[str, Any], prompt: int, completion: int
+    ) -> Reply | StreamReply:
+        counts = {**_usage(), "prompt_tokens": prompt, "completion_tokens": completion}
+        counts["total_tokens"] = prompt + completion
+        if not wants.get("stream"):
+            return Reply(body={**default_completion(wants, self.text), "usage": counts})
+        chunks = default_chunks(wants, self.text)
+        if chunks[-1].get("usage"):
+            chunks[-1] = {**chunks[-1], "usage": counts}
+        return StreamReply(chunks=chunks)
 
     async def _whole(
         self, request: web.Request, reply: Reply, wants: Mapping[str, Any]

@@ -83,6 +83,9 @@ class FakeServer(Generic[RequestT, ReplyT]):
         self.requests: list[RequestT] = []
         self.disconnects = 0  # requests whose client went away before the answer ended
         self._script: deque[ReplyT] = deque()
+        self.bill: Callable[[Any], tuple[int, int]] | None = None
+        """The upstream's billing rule, when a test sets one: (input, output) tokens for a
+        request's JSON, reported in the default answer's usage instead of its fixed counts."""
         self._runner: web.AppRunner | None = None
         self._ports: tuple[int, ...] = ()
 

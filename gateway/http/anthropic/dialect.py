@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gateway.chat.inputs import NO_INPUTS, InputInventory
 from gateway.errors import ErrorDetail
 from gateway.http.anthropic.answer import finished_message, message_of
 from gateway.http.anthropic.events import MessageEventFramer, NativeEventFramer
@@ -78,13 +79,14 @@ class MessagesCall:
     `gateway.chat.dialect.NativeRequest` of a call, the `gateway.chat.tokens.CountRequest` of
     a count."""
 
-    __slots__ = ("_headers", "dropped", "problems", "request")
+    __slots__ = ("_headers", "dropped", "inputs", "problems", "request")
 
     def __init__(
         self,
         raw: dict[str, Any],
         headers: Mapping[str, str],
         problems: Sequence[ErrorDetail] = (),
+        inputs: InputInventory = NO_INPUTS,
         *,
         dropped: tuple[str, ...] = (),
     ) -> None:
@@ -93,6 +95,8 @@ class MessagesCall:
         self.problems = problems
         self.dropped = dropped
         """Fields only Anthropic takes, which a translated call goes without (`TUNING_FIELDS`)."""
+        self.inputs = inputs
+        """What the body carries that its bytes do not bound (`bounds.bound_messages`)."""
 
     def upstream(self, provider: object) -> MessagesUpstream | None:
         speaker = speaks_messages(provider)
@@ -103,6 +107,7 @@ class MessagesCall:
         body["model"] = upstream_model
         if max_tokens is not None and body.get("max_tokens", 0) > max_tokens:
             body["max_tokens"] = max_tokens
+            _fit_thinking(body, max_tokens)
         return body
 
     def count_body(self, upstream_model: str) -> dict[str, Any]:
@@ -113,3 +118,22 @@ class MessagesCall:
 
     def completion(self, body: dict[str, Any], credits: dict[str, str]) -> bytes:
         return finished_message(body, credits)
+
+
+_MIN_THINKING_BUDGET = 1024  # Anthropic's smallest `budget_tokens`
+
+
+def _fit_thinking(body: dict[str, Any], max_tokens: int) -> None:
+    """A lowered `max_tokens` keeps a thinking budget below it, as Anthropic requires
+    (`budget_tokens` < `max_tokens`, at least 1,024); with no room for that, the call goes
+    without extended thinking. Claude Code asks 32,000 with a budget of 31,999."""
+    thinking = body.get("thinking")
+    if not isinstance(thinking, dict) or thinking.get("type") != "enabled":
+        return
+    budget = thinking.get("budget_tokens")
+    if not isinstance(budget, int) or budget < max_tokens:
+        return
+    if max_tokens - 1 >= _MIN_THINKING_BUDGET:
+        body["thinking"] = {**thinking, "budget_tokens": max_tokens - 1}
+    else:
+        body["thinking"] = {"type": "disabled"}

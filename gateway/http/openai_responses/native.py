@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from gateway.chat.inputs import NO_INPUTS, InputInventory
 from gateway.errors import ErrorDetail, GatewayError
 from gateway.http.openai_responses.events import failure_code
 from gateway.http.openai_sse import SSE_CONTENT_TYPE
@@ -75,11 +76,18 @@ class _Upstream:
 class ResponsesCall:
     """One `/v1/responses` request as its client sent it (see the module docstring)."""
 
-    __slots__ = ("passed_through", "problems", "request", "upstream_id")
+    __slots__ = ("inputs", "passed_through", "problems", "request", "upstream_id")
 
-    def __init__(self, raw: dict[str, Any], problems: Sequence[ErrorDetail] = ()) -> None:
+    def __init__(
+        self,
+        raw: dict[str, Any],
+        problems: Sequence[ErrorDetail] = (),
+        inputs: InputInventory = NO_INPUTS,
+    ) -> None:
         self.request = raw
         self.problems = problems
+        self.inputs = inputs
+        """What the body carries that its bytes do not bound (`gateway.chat.inputs`)."""
         self.passed_through = False
         """Whether an upstream that was sent the body as is answered (then no tool was
         dropped)."""
