@@ -304,7 +304,7 @@ async def _call(world: World, dialect: str, body: dict[str, Any], n: int) -> Cha
     if dialect == "openai":
         return await parts.handle(caller, raw, request_id=f"req_{n}", idempotency_key=None)
     request, decoded = decode_messages(raw, MessagesRequest)
-    chat, problems = to_chat_request(request, decoded)
+    chat, problems, _ = to_chat_request(request, decoded)
     await fetch_url_documents(decoded, world.fetch)
     inputs = bound_messages(decoded)
     return await parts.service.handle(

@@ -111,7 +111,7 @@ async def _messages_call(parts: ChatParts, n: int, url: str, artifacts: Artifact
     """As `POST /v1/messages` makes it (`gateway.api.messages`)."""
     raw = msgspec.json.encode(url_document(url))
     request, decoded = decode_messages(raw, MessagesRequest)
-    chat, problems = to_chat_request(request, decoded)
+    chat, problems, _ = to_chat_request(request, decoded)
 
     async def fetch(url: str, field: str) -> bytes:
         return await artifacts.fetch_document("default", url, field=field)

@@ -63,6 +63,8 @@ DOCUMENT = {
     "source": {"type": "base64", "media_type": "application/pdf", "data": ONE_PAGE_PDF},
 }
 
+ONLY_ANTHROPIC = {"type": "future_block_20270101", "payload": {"x": 1}}
+"""A block type this gateway does not know: Anthropic upstreams take it as written."""
 
 Scenario = Callable[[ChatParts, FakeAnthropic], Awaitable[None]]
 
@@ -101,7 +103,7 @@ async def _call(parts: ChatParts, body: dict[str, Any]) -> ChatCompleted:
 def test_a_request_only_anthropic_can_carry_keeps_to_its_routes(tmp_path: Path) -> None:
     async def scenario(parts: ChatParts, fake: FakeAnthropic) -> None:
         fake.enqueue(Reply(message=message(text("Read it."))))
-        content = [{"type": "text", "text": "Read this"}, DOCUMENT]
+        content = [{"type": "text", "text": "Read this"}, ONLY_ANTHROPIC]
         body = {
             "model": "auto",
             "max_tokens": 50,
@@ -115,7 +117,7 @@ def test_a_request_only_anthropic_can_carry_keeps_to_its_routes(tmp_path: Path) 
 
         with pytest.raises(InvalidRequest) as refused:
             await _call(parts, {**body, "model": "sim"})
-        assert [d.field for d in refused.value.details] == ["messages[0].content[1].source.type"]
+        assert [d.field for d in refused.value.details] == ["messages[0].content[1].type"]
         assert len(fake.requests) == 1
 
     _run(tmp_path, ["sim", "claude"], scenario)

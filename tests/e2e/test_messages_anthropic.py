@@ -34,6 +34,7 @@ from tests.fakes.anthropic_upstream import (
     thinking,
     tool_use,
 )
+from tests.support.documents import ONE_PAGE_PDF
 from tests.support.gateway_process import GatewayProcess
 from tests.support.metrics_scrape import scrape, total
 
@@ -349,7 +350,10 @@ CLAUDE_CODE_TURNS: list[dict[str, Any]] = [
     {
         "role": "user",
         "content": [
-            {"type": "document", "source": {"type": "file", "file_id": "file_011CNha8i"}},
+            {
+                "type": "document",
+                "source": {"type": "base64", "media_type": "application/pdf", "data": ONE_PAGE_PDF},
+            },
         ],
     },
     {"role": "assistant", "content": [text("Read it.")]},

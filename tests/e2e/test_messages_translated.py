@@ -247,7 +247,8 @@ def test_what_the_upstream_cannot_carry_is_refused_naming_the_field(
     assert fields == [
         {
             "field": "messages[0].content[1].source.type",
-            "message": "'file' document sources are only taken by Anthropic upstreams",
+            "message": "'file' document sources are not taken: send the document's bytes"
+            " (base64), so what it costs is known before the call",
         }
     ]
     assert refused.value.error_code == "invalid_request"
