@@ -26,7 +26,13 @@ from providers.base import (
 )
 from providers.errors import ProviderError, UpstreamUnavailable
 from providers.simulator.directives import Directives, failure_for, parse_directives
-from providers.simulator.generator import Answer, logprob_items, plan_answers, seed_of
+from providers.simulator.generator import (
+    Answer,
+    ForcedCall,
+    logprob_items,
+    plan_answers,
+    seed_of,
+)
 from providers.simulator.options import Options
 
 __all__ = ["SimulatorProvider", "SimulatorStream", "create"]
@@ -153,9 +159,12 @@ class SimulatorProvider:
         requested = body.get("max_completion_tokens")
         if type(requested) is int and requested < limit:
             limit = requested
-        answers = plan_answers(
-            body, seed, tool_call=directives.tool_call, tokens=directives.tokens, limit=limit
+        forced = (
+            ForcedCall(directives.tool_name, directives.tool_input)
+            if directives.tool_call
+            else None
         )
+        answers = plan_answers(body, seed, forced=forced, tokens=directives.tokens, limit=limit)
         return answers, seed
 
 
