@@ -129,7 +129,11 @@ class ClaudeRun:
         return blocks
 
     def describe(self) -> str:
-        return f"exit {self.returncode}\nstdout: {self.messages}\nstderr: {self.stderr}"
+        """The exit status, the result, what the session said (its init line left out) and
+        stderr, for an assertion's message."""
+        results = [m.get("result") for m in self.messages if m.get("type") == "result"]
+        said = [m for m in self.messages if m.get("subtype") != "init"]
+        return f"exit {self.returncode}, result {results}\nstderr: {self.stderr}\nmessages: {said}"
 
 
 def run_claude(
