@@ -11,6 +11,7 @@ __all__ = [
     "new_call_id",
     "new_completion_id",
     "new_key_id",
+    "new_message_id",
     "new_request_id",
     "new_task_id",
 ]
@@ -48,6 +49,11 @@ def new_request_id() -> str:
 
 def new_completion_id() -> str:
     return "chatcmpl_" + _random.hex(16)
+
+
+def new_message_id() -> str:
+    """An answer of the Messages API (Anthropic's `msg_` form)."""
+    return "msg_" + _random.hex(16)
 
 
 def new_call_id() -> str:

@@ -8,6 +8,14 @@ adapter a validated request body (a dict, `model` already set to the upstream mo
 `max_completion_tokens` set, and for streams `stream_options.include_usage` forced on), and the
 adapter returns OpenAI-format completions and chunks whatever its upstream speaks.
 
+Extension fields: a chat body may carry top-level fields beyond OpenAI's (vLLM's `top_k`,
+`min_p`, `repetition_penalty`, ..., sent by clients in the openai SDK's `extra_body`), exactly
+as the client sent them. An adapter says which it takes with a method `extension_fields(
+upstream_model) -> frozenset[str] | None`: None when its upstream is sent any as is (OpenAI and
+OpenAI-compatible servers), else the ones it translates (`top_k`). The gateway calls an adapter
+only with extension fields it takes (`extensions_refused` names the others); one without the
+method takes none.
+
 Anthropic's Messages API has a protocol of its own (`MessagesProvider`): an adapter whose
 upstream speaks it takes a `/v1/messages` request as the client wrote it (`model` and
 `max_tokens` already set by the gateway) and answers as its upstream did, so nothing of the
@@ -29,7 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import msgspec
@@ -53,6 +61,7 @@ __all__ = [
     "ReferenceSizeMismatch",
     "TaskControl",
     "Usage",
+    "extensions_refused",
 ]
 
 CAPABILITIES: frozenset[str] = frozenset(
@@ -148,6 +157,16 @@ class MessagesProvider(Protocol):
     async def count_tokens(
         self, body: dict[str, Any], headers: Mapping[str, str]
     ) -> dict[str, Any]: ...
+
+
+def extensions_refused(provider: object, upstream_model: str, names: Iterable[str]) -> list[str]:
+    """Those of the extension fields `names` that `provider` cannot carry for `upstream_model`
+    (see the module docstring): none for an upstream that is sent any as is."""
+    method = getattr(provider, "extension_fields", None)
+    taken: frozenset[str] | None = frozenset() if method is None else method(upstream_model)
+    if taken is None:
+        return []
+    return [name for name in names if name not in taken]
 
 
 OpenChunks = Callable[[], Awaitable[AsyncIterator[bytes]]]

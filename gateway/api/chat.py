@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 from litestar import asgi
 
 from gateway.api.dependencies import authenticate
@@ -23,17 +22,13 @@ from gateway.api.openapi.doc import Content, OperationDoc, documented
 from gateway.api.resources import Resources
 from gateway.api.responses import route_headers, send_bytes, send_reply
 from gateway.chat.outcomes import ChatCompleted, ChatReplayed
-from gateway.errors import InvalidRequest, MethodNotAllowed
+from gateway.errors import MethodNotAllowed
+from gateway.http.chat_body import decode_chat_request
 from gateway.http.context import context_of
 from gateway.http.event_stream import send_event_stream
-from gateway.http.json_body import (
-    OPTIONS_HINT,
-    decode_json,
-    read_body,
-    require_json_content_type,
-)
+from gateway.http.json_body import read_body, require_json_content_type
 from gateway.http.openai_sse import OPENAI_CHAT
-from gateway.schemas.chat import ChatRequest, ChatRequestBody
+from gateway.schemas.chat import ChatRequestBody
 from gateway.schemas.chat_response import ChatCompletion, ChatCompletionChunk
 
 __all__ = ["HANDLERS", "chat_completions"]
@@ -47,7 +42,6 @@ _EVENTS = Content(
     },
     events=ChatCompletionChunk,
 )
-_REQUEST = msgspec.json.Decoder(ChatRequest)
 _ROUTED = {"x-gateway-model": False, "x-gateway-route": False}
 _UPSTREAM = {**_ROUTED, "Retry-After": False}
 _DOC = OperationDoc(
@@ -71,7 +65,10 @@ _DOC = OperationDoc(
     description="The OpenAI request and answer, synchronous (JSON) or streamed (`stream: "
     "true`, Server-Sent Events; also Available). `model` is `auto` or a model id you may "
     "use (else 404 `model_not_found`). An invalid body is 400 `invalid_request` with one "
-    "`details[]` item per problem; a failure before streaming starts is the JSON envelope, "
+    "`details[]` item per problem. A top-level field beyond OpenAI's (`top_k`, `min_p`, ... "
+    "as vLLM takes them) goes to OpenAI and OpenAI-compatible upstreams as sent, is "
+    "translated where the upstream has it (`top_k`), and is otherwise a 400 naming it; a "
+    "failure before streaming starts is the JSON envelope, "
     "never a partial stream. Postpaid: a hold for the worst case is placed first (402 when "
     "the wallet cannot cover it), the charge is in `usage.credits`.",
 )
@@ -87,13 +84,15 @@ async def chat_completions(scope: Any, receive: Any, send: Any) -> None:
     caller = await authenticate(ctx, resources)
     require_json_content_type(ctx.content_type)
     body = await read_body(receive, resources.config.file.gateway.max_body_bytes)
+    request, extensions = decode_chat_request(body)
     outcome = await resources.chat.handle(
         caller,
-        decode_json(body, _REQUEST, InvalidRequest, unknown_hint=OPTIONS_HINT),
+        request,
         body_size=len(body),
         dialect=OPENAI_CHAT,
         request_id=ctx.request_id,
         idempotency_key=ctx.idempotency_key,
+        extensions=extensions,
     )
     ctx.model = outcome.model
     ctx.rate = outcome.rate

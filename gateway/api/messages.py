@@ -11,7 +11,10 @@ rate limits); the outcome is rendered here, with Anthropic's `request-id` header
 
 The key comes as `x-api-key` (the SDKs' default) or `Authorization: Bearer` (their
 `auth_token`, Claude Code's `ANTHROPIC_AUTH_TOKEN`); both with different keys is refused as
-ambiguous. `anthropic-version` and `anthropic-beta` are passed on to Anthropic upstreams.
+ambiguous. `anthropic-version` and `anthropic-beta` are passed on to Anthropic upstreams. An
+answer from another upstream names the fields that only tune Anthropic's behaviour, which that
+upstream was sent the call without, in `x-gateway-dropped-fields` (and the log line's
+`dropped_fields`).
 
 Neither path is in the OpenAPI document: it is Anthropic's API, described by Anthropic's own
 reference (docs/api.md lists how the gateway differs from it).
@@ -40,7 +43,7 @@ from gateway.http.event_stream import send_event_stream
 from gateway.http.json_body import read_body, require_json_content_type
 from gateway.schemas.messages import CountTokensRequest, MessagesRequest
 
-__all__ = ["HANDLERS", "count_message_tokens", "messages"]
+__all__ = ["DROPPED_FIELDS_HEADER", "HANDLERS", "count_message_tokens", "messages"]
 
 _encode = msgspec.json.Encoder().encode
 _KEY_HINT = (
@@ -48,6 +51,9 @@ _KEY_HINT = (
 )
 _UNDOCUMENTED = {"include_in_schema": False}
 _PASSED_ON = (b"anthropic-version", b"anthropic-beta")
+DROPPED_FIELDS_HEADER = b"x-gateway-dropped-fields"
+"""The request's fields that only tune Anthropic's behaviour, which the upstream that answered
+(not Anthropic's) was sent the call without: comma-separated, as the client named them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,29 +115,31 @@ async def messages(scope: Any, receive: Any, send: Any) -> None:
     require_json_content_type(ctx.content_type)
     body = await read_body(receive, resources.config.file.gateway.max_body_bytes)
     request, raw = decode_messages(body, MessagesRequest)
-    chat, problems = to_chat_request(request, raw)
+    translation = to_chat_request(request, raw)
     outcome = await resources.chat.handle(
         caller,
-        chat,
+        translation.request,
         body_size=len(body),
         dialect=ANTHROPIC_MESSAGES,
         request_id=ctx.request_id,
         idempotency_key=ctx.idempotency_key,
-        native=MessagesCall(raw, headers.upstream, problems),
+        native=MessagesCall(raw, headers.upstream, translation.problems, translation.dropped),
     )
     ctx.model = outcome.model
     ctx.rate = outcome.rate
-    request_id = [(b"request-id", ctx.request_id.encode())]
-    if isinstance(outcome, ChatCompleted):
-        ctx.routing, ctx.upstream_seconds = outcome.route, outcome.upstream_seconds
-        extra = [*route_headers(outcome.model, outcome.route), *request_id]
-        await send_bytes(send, outcome.body, extra)
-    elif isinstance(outcome, ChatReplayed):
+    extra = [(b"request-id", ctx.request_id.encode())]
+    if isinstance(outcome, ChatReplayed):
         ctx.replayed = True
-        await send_reply(send, outcome.reply, request_id)
+        await send_reply(send, outcome.reply, extra)
+        return
+    ctx.routing, ctx.upstream_seconds = outcome.route, outcome.upstream_seconds
+    extra += route_headers(outcome.model, outcome.route)
+    if outcome.dropped:
+        ctx.dropped_fields = ",".join(outcome.dropped)
+        extra.append((DROPPED_FIELDS_HEADER, ", ".join(outcome.dropped).encode()))
+    if isinstance(outcome, ChatCompleted):
+        await send_bytes(send, outcome.body, extra)
     else:
-        ctx.routing, ctx.upstream_seconds = outcome.route, outcome.upstream_seconds
-        extra = [*route_headers(outcome.model, outcome.route), *request_id]
         await send_event_stream(outcome.events, receive, send, extra)
 
 

@@ -32,6 +32,10 @@ class ChatDialect(Protocol):
         """The endpoint: the scope of an Idempotency-Key, with the tenant and the key."""
         ...
 
+    def new_id(self) -> str:
+        """A new answer's id, in the dialect's form (`chatcmpl_...`, `msg_...`)."""
+        ...
+
     def framer(self, *, include_usage: bool) -> StreamFramer:
         """A framer for one stream of chat.completion.chunks (`include_usage`: the request
         asked for OpenAI's usage chunk)."""
@@ -60,6 +64,12 @@ class NativeRequest(Protocol):
     def problems(self) -> Sequence[ErrorDetail]:
         """What the service's request could not carry (each naming the client's field): with
         any, only routes that speak the dialect may serve the call."""
+        ...
+
+    @property
+    def dropped(self) -> tuple[str, ...]:
+        """The request's fields that only tune an upstream of the dialect: a call translated
+        for another upstream goes without them, and its outcome names them."""
         ...
 
     def upstream(self, provider: object) -> NativeUpstream | None:

@@ -18,7 +18,11 @@ __all__ = ["StreamFramer"]
 
 
 class StreamFramer(Protocol):
-    """One stream's framing (made for it by `ChatDialect.framer` or `NativeRequest.framer`)."""
+    """One stream's framing (made for it by `ChatDialect.framer` or `NativeRequest.framer`).
+
+    A framer whose first event reports the prompt's counts (Anthropic's `message_start`) also
+    has `opening_usage(usage: providers.base.Usage | None)`, called once before the first
+    chunk with what the upstream reported so far."""
 
     @property
     def content_type(self) -> str:

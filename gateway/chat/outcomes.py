@@ -62,6 +62,8 @@ class ChatCompleted(msgspec.Struct, kw_only=True, frozen=True):
     rate: RateState
     upstream_seconds: float = 0.0
     """Time spent waiting for upstreams (every attempt), for the overhead metric."""
+    dropped: tuple[str, ...] = ()
+    """Request fields the answering upstream was sent the call without (`NativeRequest`)."""
 
 
 class ChatReplayed(msgspec.Struct, kw_only=True, frozen=True):
@@ -82,6 +84,8 @@ class ChatStreaming(msgspec.Struct, kw_only=True, frozen=True):
     rate: RateState
     upstream_seconds: float = 0.0
     """Time spent waiting for upstreams up to the first chunk (every attempt)."""
+    dropped: tuple[str, ...] = ()
+    """Request fields the answering upstream was sent the call without (`NativeRequest`)."""
 
 
 ChatOutcome = ChatCompleted | ChatReplayed | ChatStreaming

@@ -4,7 +4,8 @@ each, and one worst case (hold and token reservation) that covers whichever of t
 The first route's body is built here; a fallback's is built again from the request when it is
 needed (`ChatPlan.body_for`), so a call that succeeds at once pays for one body only.
 `model_options.<namespace>` goes into the body of the routes whose model takes that namespace,
-and only theirs.
+and only theirs. The client's extension fields (top-level fields beyond the request's) go into
+every body as sent, and keep the call to the routes whose provider takes them.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from gateway.errors import ErrorDetail, InvalidRequest, fields_message
 from gateway.routing.options import namespace_problems
 from gateway.routing.route import Choice, Route
 from gateway.schemas.chat import ChatRequest
+from providers.base import extensions_refused
 
 __all__ = [
     "ChatPlan",
@@ -80,10 +82,12 @@ class ChatPlan:
     hold_units: int
     legacy_answer: bool = False
     """The client called with legacy `functions`: answer with `function_call`."""
+    extensions: Mapping[str, Any] | None = None
+    """The client's extension fields, as sent."""
 
     def body_for(self, route: Route) -> dict[str, Any]:
         """A fresh upstream body for `route` (a fallback)."""
-        return _body(self.request, route, self.requested)
+        return _body(self.request, route, self.requested, self.extensions)
 
 
 def plan_call(
@@ -93,12 +97,16 @@ def plan_call(
     body_size: int,
     *,
     legacy_answer: bool = False,
+    extensions: Mapping[str, Any] | None = None,
 ) -> ChatPlan:
     """`bound` covers `choice.routes`; routes whose output limit is below the request's
     `max_completion_tokens` (or `max_tokens`) are left out (all of them: 400 naming the field
-    the client sent)."""
+    the client sent), and so are those whose provider does not take the client's
+    `extensions` (all of them: 400 naming each field the first route does not take)."""
     requested = _requested(request)
     routes = choice.routes
+    if extensions:
+        routes = _taking(routes, extensions)
     if requested is not None and requested > bound.min_output_tokens:
         routes = tuple(r for r in routes if r.model.max_output_tokens >= requested)
         if not routes:
@@ -110,7 +118,7 @@ def plan_call(
             )
             raise InvalidRequest(fields_message([detail]), details=[detail])
         bound = HoldBound.over(routes, [bound.price])
-    body = _body(request, routes[0], requested)
+    body = _body(request, routes[0], requested, extensions)
     stream = "stream" in body
     options = request.stream_options
     include_usage = bool(stream and options and options.include_usage)
@@ -126,7 +134,25 @@ def plan_call(
         tokens_reserved=estimate_prompt_tokens(body_size) + completion_bound,
         hold_units=bound.price.hold_units(prompt_token_bound(body_size), completion_bound),
         legacy_answer=legacy_answer,
+        extensions=extensions or None,
     )
+
+
+def _taking(routes: tuple[Route, ...], extensions: Mapping[str, Any]) -> tuple[Route, ...]:
+    """The routes whose provider takes every extension field; with none, a 400 naming each
+    field the first route's upstream does not take, as the client named it."""
+    kept = tuple(
+        r for r in routes if not extensions_refused(r.provider, r.model.upstream_model, extensions)
+    )
+    if kept:
+        return kept
+    first = routes[0]
+    refused = extensions_refused(first.provider, first.model.upstream_model, extensions)
+    problems = [
+        ErrorDetail(field=name, message="not supported by this model's upstream")
+        for name in refused
+    ]
+    raise InvalidRequest(fields_message(problems), details=problems)
 
 
 def keep_native_routes(plan: ChatPlan, native: NativeRequest) -> None:
@@ -146,8 +172,15 @@ def _requested(request: ChatRequest) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def _body(request: ChatRequest, route: Route, requested: int | None) -> dict[str, Any]:
+def _body(
+    request: ChatRequest,
+    route: Route,
+    requested: int | None,
+    extensions: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     body: dict[str, Any] = msgspec.to_builtins(request)
+    if extensions:
+        body.update(extensions)
     options = body.pop("model_options", None)
     body["model"] = route.model.upstream_model
     body.pop("max_tokens", None)

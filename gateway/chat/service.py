@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from decimal import Decimal
+from typing import Any
 
 import msgspec
 from msgspec import UNSET
@@ -69,7 +71,6 @@ from gateway.chat.streaming import StreamJob
 from gateway.chat.usage import Charge
 from gateway.chat.validation import check_chat_request
 from gateway.errors import InvalidRequest, StoreUnavailable, fields_message
-from gateway.ids import new_completion_id
 from gateway.metrics import DisabledMetrics, Metrics
 from gateway.routing.fallback import RouteNote, failure_reason, falls_back, retry_delay
 from gateway.routing.resolver import NO_NEEDS, Choice, Route, Router
@@ -114,9 +115,12 @@ class ChatService:
         request_id: str,
         idempotency_key: str | None,
         native: NativeRequest | None = None,
+        extensions: Mapping[str, Any] | None = None,
     ) -> ChatOutcome:
         """One chat call, from the decoded request to its outcome. `native`: the request in
         the client's dialect, for the routes whose provider speaks it (`gateway.chat.dialect`).
+        `extensions`: the client's top-level fields beyond the request's, as sent; only routes
+        whose provider takes them serve the call (`providers.base.extensions_refused`).
 
         Errors raised once the model is resolved carry it (`GatewayError.model`), once the
         call was admitted its rate state (`GatewayError.rate`), and once an upstream was tried
@@ -135,7 +139,14 @@ class ChatService:
                 problems = options_problems(request.model_options, choice)
                 if problems:
                     raise InvalidRequest(fields_message(problems), details=problems)
-            plan = plan_call(request, choice, self._bound(choice), body_size, legacy_answer=legacy)
+            plan = plan_call(
+                request,
+                choice,
+                self._bound(choice),
+                body_size,
+                legacy_answer=legacy,
+                extensions=extensions,
+            )
             if native is not None and native.problems:
                 keep_native_routes(plan, native)
             if not plan.routes[0].breaker.closed and idempotency_key is None:
@@ -143,7 +154,7 @@ class ChatService:
             call = Call(
                 tenant=tenant.name,
                 api_key_id=caller.key_id,
-                call_id=new_completion_id(),
+                call_id=dialect.new_id(),
                 request_id=request_id,
                 limits=tenant.limits,
                 tokens_reserved=plan.tokens_reserved,
@@ -152,7 +163,7 @@ class ChatService:
                     method="POST",
                     path=dialect.path,
                     key=idempotency_key,
-                    request=request if native is None else native.request,
+                    request=_fingerprinted(request, native, extensions),
                     lease_seconds=self._hold_seconds,
                     invalid=InvalidRequest,
                 ),
@@ -316,6 +327,7 @@ class ChatService:
             metrics.upstream_call(
                 route.model.provider, route.model.id, "chat", now - attempt_started
             )
+            dropped = native.dropped if native is not None and speaker is None else ()
             if job is not None:
                 metrics.first_token(route.model.id, now - started)
                 return ChatStreaming(
@@ -324,6 +336,7 @@ class ChatService:
                     route=job.note,
                     rate=rate,
                     upstream_seconds=waited,
+                    dropped=dropped,
                 )
             assert completion is not None
             note = route_taken(plan, route, failed)
@@ -341,7 +354,12 @@ class ChatService:
                 )
             await self.settle(call, route, charge, kept_reply(call, route, note, payload))
             return ChatCompleted(
-                body=payload, model=route.model.id, route=note, rate=rate, upstream_seconds=waited
+                body=payload,
+                model=route.model.id,
+                route=note,
+                rate=rate,
+                upstream_seconds=waited,
+                dropped=dropped,
             )
         await self._finisher.release(Release(call=call))
         if last is None:
@@ -396,3 +414,12 @@ class ChatService:
             bound = HoldBound.over(routes, [self._price(route) for route in routes])
             self._bounds[choice] = bound
         return bound
+
+
+def _fingerprinted(
+    request: ChatRequest, native: NativeRequest | None, extensions: Mapping[str, Any] | None
+) -> object:
+    """What an Idempotency-Key's fingerprint covers: the request as the client sent it."""
+    if native is not None:
+        return native.request
+    return [request, dict(extensions)] if extensions else request

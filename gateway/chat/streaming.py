@@ -139,6 +139,9 @@ class StreamJob:
         batch: list[bytes] = []
         upstream = self._upstream
         try:
+            opening = getattr(self._framer, "opening_usage", None)
+            if opening is not None:  # a framer that reports the prompt's counts at the start
+                opening(upstream.usage)
             if self._first is not None:
                 frame = self._frame(self._first)
                 if frame is not None:

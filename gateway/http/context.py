@@ -43,6 +43,8 @@ class RequestContext:
     response_started: float = 0.0
     dialect: str | None = None
     """The client dialect of a chat endpoint (`openai`, `anthropic`): a metrics label."""
+    dropped_fields: str | None = None
+    """Request fields the answering upstream was sent the call without (comma-separated)."""
     render_error: ErrorRenderer | None = None
     """Errors in the dialect's own shape (None: the gateway's envelope)."""
 

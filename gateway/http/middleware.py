@@ -106,6 +106,7 @@ class RequestContextMiddleware:
                 error=ctx.error_code,
                 replayed=ctx.replayed or None,
                 dialect=ctx.dialect,
+                dropped_fields=ctx.dropped_fields,
                 latency_ms=round(elapsed * 1000, 3),
                 upstream_ms=round(ctx.upstream_seconds * 1000, 3) if ctx.upstream_seconds else None,
             )

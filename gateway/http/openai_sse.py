@@ -10,6 +10,7 @@ import msgspec
 
 from gateway.errors import GatewayError
 from gateway.http.envelope import envelope_bytes
+from gateway.ids import new_completion_id
 
 __all__ = ["OPENAI_CHAT", "SSE_CONTENT_TYPE", "OpenAIChat", "OpenAIEventFramer"]
 
@@ -46,6 +47,9 @@ class OpenAIChat:
 
     name = "openai"
     path = "/v1/chat/completions"
+
+    def new_id(self) -> str:
+        return new_completion_id()
 
     def framer(self, *, include_usage: bool) -> OpenAIEventFramer:
         return _FRAMERS[include_usage]

@@ -1,22 +1,27 @@
 """Anthropic's Messages API request as clients send it (`POST /v1/messages`, and its
 `count_tokens`), typed where the gateway reads it.
 
-The top level is typed and checked once; content blocks, tools and the thinking config stay
-plain objects, read by the translation (`gateway.http.anthropic_request`) and passed as they
-came to Anthropic upstreams. Fields not declared here are allowed: Anthropic upstreams get them
-(the API grows faster than this file), and a request to another upstream is refused naming
-them. Fields default to UNSET so that what the client did not send is not sent on either.
+Only what the gateway must understand is typed and checked (the model, the limits, `stream`,
+what it prices and routes on, and the shape the translation reads); content blocks, tools, the
+thinking config and a message's `role` stay plain values, read by the translation
+(`gateway.http.anthropic.request`) and passed as they came to Anthropic upstreams. Fields not
+declared here are allowed: Anthropic upstreams get them (the API grows faster than this file),
+and a request to another upstream drops the ones that only tune Anthropic's behaviour
+(`TUNING_FIELDS`, named in `x-gateway-dropped-fields`) and is refused naming any other. Fields
+default to UNSET so that what the client did not send is not sent on either; a top-level
+`null` reads as not sent (Claude Code sends `speed: null`), and is passed on as it came.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 __all__ = [
     "TOP_LEVEL_FIELDS",
+    "TUNING_FIELDS",
     "CountTokensRequest",
     "MessageParam",
     "MessagesRequest",
@@ -24,7 +29,9 @@ __all__ = [
 
 
 class MessageParam(msgspec.Struct, kw_only=True, omit_defaults=True):
-    role: Literal["user", "assistant"]
+    role: str
+    """`user`, `assistant` or `system` (mid-conversation instructions) today; another role
+    goes to Anthropic upstreams as sent, and is refused naming it by the translation."""
     content: str | list[dict[str, Any]]
 
 
@@ -53,7 +60,15 @@ class MessagesRequest(CountTokensRequest, kw_only=True, omit_defaults=True):
     cache_control: dict[str, Any] | UnsetType = UNSET
     speed: str | UnsetType = UNSET
     inference_geo: str | UnsetType | None = UNSET
+    output_format: dict[str, Any] | UnsetType = UNSET
+    """The beta form of `output_config.format`."""
 
 
 TOP_LEVEL_FIELDS = frozenset(MessagesRequest.__struct_fields__)
 """The fields the gateway knows; others go to Anthropic upstreams only."""
+
+TUNING_FIELDS = ("cache_control", "context_management", "service_tier", "top_k")
+"""Fields that only tune how Anthropic serves the call (prompt caching, context editing, the
+capacity tier, sampling breadth): other upstreams are sent the call without them, and the
+answer names them (`x-gateway-dropped-fields`). `context_management` is sent by Claude Code by
+default."""

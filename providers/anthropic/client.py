@@ -40,6 +40,9 @@ def create(name: str, options: Options) -> AnthropicProvider:
     return AnthropicProvider(name, options, Upstream(options, headers, not_a_stream=not_a_stream))
 
 
+_EXTENSIONS = frozenset({"top_k"})
+
+
 class AnthropicProvider:
     """Implements `providers.base.ChatProvider` and `providers.base.MessagesProvider` against
     `<base_url>/messages`."""
@@ -52,6 +55,10 @@ class AnthropicProvider:
         self._count_url = options.url("/messages/count_tokens")
         self._default_max_tokens = options.default_max_tokens
         self._marks: dict[str, dict[str, Any] | None] = {}  # model -> its cache_control
+
+    def extension_fields(self, upstream_model: str) -> frozenset[str]:
+        """The extension fields translated (`providers.base`): `top_k` is Anthropic's own."""
+        return _EXTENSIONS
 
     async def complete(self, body: dict[str, Any]) -> ChatCompletion:
         request = self._request(body, stream=False)

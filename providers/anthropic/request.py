@@ -7,6 +7,7 @@ asked for something the answer would silently lack). The choices, also in docs/p
     lifted      system/developer messages -> `system` (joined by blank lines, wherever they were)
     merged      consecutive same-role turns (tool results are user turns): Anthropic alternates
     clamped     temperature to 0..1 (Anthropic's range; OpenAI's is 0..2)
+    extension   `top_k` (a client's extension field, `providers.base`) -> `top_k`
     dropped     frequency_penalty, presence_penalty, seed, logit_bias, logprobs, top_logprobs,
                 store, service_tier, prompt_cache_key, prediction, verbosity, stream_options,
                 message `name`, assistant `reasoning_content`/`refusal`/`audio`, tool `strict`,
@@ -75,6 +76,8 @@ def messages_request(
         out["temperature"] = min(max(float(temperature), 0.0), 1.0)
     if body.get("top_p") is not None:
         out["top_p"] = body["top_p"]
+    if body.get("top_k") is not None:
+        out["top_k"] = body["top_k"]
     stop = body.get("stop")
     if stop:
         out["stop_sequences"] = [stop] if isinstance(stop, str) else list(stop)

@@ -60,6 +60,10 @@ class AzureOpenAIProvider:
         self._v1 = options.url("/openai/v1/chat/completions")
         self._urls: dict[str, URL] = {}
 
+    def extension_fields(self, upstream_model: str) -> None:
+        """Extension fields go to the server as the client sent them (`providers.base`)."""
+        return None
+
     async def complete(self, body: dict[str, Any]) -> ChatCompletion:
         url, payload = self._request(body)
         raw = await self._upstream.request("POST", url, _encode(payload))

@@ -21,7 +21,7 @@ from providers.base import ChatCompletion
 from providers.bedrock.credentials import SigV4Signer
 from providers.bedrock.errors import error_for_bedrock_response
 from providers.bedrock.options import Options
-from providers.bedrock.request import converse_request
+from providers.bedrock.request import converse_request, extension_fields_of
 from providers.bedrock.stream import BedrockChatStream
 from providers.bedrock.translate import completion_from_bytes
 from providers.upstream import Upstream, key_header
@@ -51,6 +51,11 @@ class BedrockProvider:
         self._endpoint = options.endpoint()
         self._cache_points = frozenset(options.cache_points)
         self._urls: dict[str, tuple[URL, URL, bool]] = {}
+
+    def extension_fields(self, upstream_model: str) -> frozenset[str]:
+        """The extension fields translated (`providers.base`): `top_k` for the models that
+        have it (`providers.bedrock.request.extension_fields_of`)."""
+        return extension_fields_of(upstream_model)
 
     async def complete(self, body: dict[str, Any]) -> ChatCompletion:
         model = str(body.get("model", ""))

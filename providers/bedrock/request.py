@@ -4,7 +4,9 @@ Messages: system/developer -> `system` text blocks; user and assistant -> turns 
 blocks, consecutive turns of one role merged (Converse wants them to alternate); tool results
 -> `toolResult` blocks in a user turn. Tools, tool_choice and the sampling fields map one to
 one; `reasoning_effort` becomes the model family's own switch (Claude's `thinking` budget,
-Nova's `reasoningConfig`, `reasoning_effort` for OpenAI's open-weight models). What Converse
+Nova's `reasoningConfig`, `reasoning_effort` for OpenAI's open-weight models), and so does the
+extension field `top_k` (`providers.base`: Claude's `top_k`, Nova's `inferenceConfig.topK`,
+taken for those families only: `extension_fields_of`). What Converse
 cannot honour is dropped when it is only a hint, and refused (UpstreamRejectedRequest) when
 ignoring it would give the caller something else than asked. docs/providers.md has the table.
 """
@@ -19,7 +21,7 @@ import msgspec
 
 from providers.errors import UpstreamRejectedRequest
 
-__all__ = ["converse_request", "thinks"]
+__all__ = ["converse_request", "extension_fields_of", "thinks"]
 
 _FORMATS = {"image/png": "png", "image/jpeg": "jpeg", "image/jpg": "jpeg", "image/gif": "gif"}
 _FORMATS["image/webp"] = "webp"
@@ -29,6 +31,7 @@ _NOVA_EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "hig
 _MIN_BUDGET = 1024
 _CACHE_POINT = {"cachePoint": {"type": "default"}}
 _EMPTY_SCHEMA = {"type": "object", "properties": {}}
+_TOP_K = frozenset({"top_k"})
 
 
 def _reject(message: str) -> UpstreamRejectedRequest:
@@ -47,6 +50,11 @@ def thinks(model: str) -> str | None:
     return None
 
 
+def extension_fields_of(model: str) -> frozenset[str]:
+    """The extension fields translated for `model`: `top_k` for Claude and Nova models."""
+    return _TOP_K if thinks(model) in ("claude", "nova") else frozenset()
+
+
 def converse_request(body: dict[str, Any], *, cache_points: bool = False) -> dict[str, Any]:
     """The request for `body`; UpstreamRejectedRequest for what Converse cannot express."""
     _refuse_unsupported(body)
@@ -61,11 +69,20 @@ def converse_request(body: dict[str, Any], *, cache_points: bool = False) -> dic
     tool_config = _tool_config(body, has_tool_blocks, cache_points)
     if tool_config is not None:
         request["toolConfig"] = tool_config
+    additional: dict[str, Any] = {}
     effort = body.get("reasoning_effort")
     if effort is not None and effort != "none":
         fields = _reasoning(model, effort, config.get("maxTokens"), body.get("messages") or [])
         if fields:
-            request["additionalModelRequestFields"] = fields
+            additional.update(fields)
+    top_k = body.get("top_k")
+    if top_k is not None:
+        if thinks(model) == "nova":
+            additional["inferenceConfig"] = {"topK": top_k}
+        else:
+            additional["top_k"] = top_k
+    if additional:
+        request["additionalModelRequestFields"] = additional
     return request
 
 

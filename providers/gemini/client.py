@@ -34,6 +34,9 @@ def create(name: str, options: Options) -> GeminiProvider:
     return GeminiProvider(name, options, upstream)
 
 
+_EXTENSIONS = frozenset({"top_k"})
+
+
 class GenerateContentProvider:
     """`providers.base.ChatProvider` over the Gemini API's `generateContent` calls, whatever
     serves them: a subclass says where a model's two URLs are (`_model_urls`), the base builds
@@ -58,6 +61,10 @@ class GenerateContentProvider:
                 for category, threshold in safety_settings.items()
             ],
         }
+
+    def extension_fields(self, upstream_model: str) -> frozenset[str]:
+        """The extension fields translated (`providers.base`): `top_k` is `topK`."""
+        return _EXTENSIONS
 
     async def complete(self, body: dict[str, Any]) -> ChatCompletion:
         model = str(body.get("model", ""))

@@ -91,6 +91,8 @@ def _generation_config(body: dict[str, Any], include_thoughts: bool = False) -> 
         value = body.get(name)
         if value is not None:
             config[gemini_name] = value
+    if body.get("top_k") is not None:  # a client's extension field (`providers.base`)
+        config["topK"] = body["top_k"]
     stop = body.get("stop")
     if stop:
         config["stopSequences"] = [stop] if isinstance(stop, str) else list(stop)

@@ -43,6 +43,10 @@ class OpenAIProvider:
         self._url = options.url("/chat/completions")
         self._images = OpenAIImages(options, upstream)
 
+    def extension_fields(self, upstream_model: str) -> None:
+        """Extension fields go to the server as the client sent them (`providers.base`)."""
+        return None
+
     async def complete(self, body: dict[str, Any]) -> ChatCompletion:
         return completion_from_bytes(await self._upstream.request("POST", self._url, _encode(body)))
 

@@ -48,6 +48,10 @@ class OpenAICompatibleProvider:
             drop_fields=options.drop_fields,
         )
 
+    def extension_fields(self, upstream_model: str) -> None:
+        """Extension fields go to the server as the client sent them (`providers.base`)."""
+        return None
+
     async def complete(self, body: dict[str, Any]) -> ChatCompletion:
         raw = await self._upstream.request("POST", self._url, _encode(self._shape.apply(body)))
         completion = completion_from_bytes(raw)

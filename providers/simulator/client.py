@@ -44,6 +44,9 @@ def create(name: str, options: Options) -> SimulatorProvider:
     return SimulatorProvider(name, options)
 
 
+_EXTENSIONS = frozenset({"top_k"})
+
+
 class SimulatorProvider:
     """Implements ChatProvider, ImageProvider and MusicProvider (`providers.base`); holds no
     connections, so `close()` is a no-op."""
@@ -52,6 +55,11 @@ class SimulatorProvider:
         self.name = name
         self._options = options
         self._random = random.Random()
+
+    def extension_fields(self, upstream_model: str) -> frozenset[str]:
+        """The extension fields taken (`providers.base`): `top_k`, as Anthropic's and
+        Gemini's; the simulator does not sample, so it changes nothing."""
+        return _EXTENSIONS
 
     async def complete(self, body: dict[str, Any]) -> ChatCompletion:
         directives = await self._start(body)
@@ -225,6 +233,9 @@ class SimulatorStream:
         if kind == _ROLE:
             if choice == 0:
                 self._started = asyncio.get_running_loop().time()
+                # The prompt is counted before the first token, as Anthropic's message_start
+                # reports it: partial counts until the last choice finished.
+                self.usage = Usage(prompt_tokens=self._answers[0].prompt_tokens, partial=True)
             return self._chunk(choice, self._first_delta(choice), None)
         if kind == _TOKEN:
             return self._token_chunk(choice, index)

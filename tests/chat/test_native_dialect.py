@@ -59,7 +59,7 @@ chat = {order}
 """
 DOCUMENT = {
     "type": "document",
-    "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="},
+    "source": {"type": "file", "file_id": "file_011CNha8iCJcU1wXNR6q4V8w"},
 }
 
 
@@ -83,7 +83,7 @@ def _run(tmp_path: Path, order: list[str], scenario: Scenario) -> None:
 async def _call(parts: ChatParts, body: dict[str, Any]) -> ChatCompleted:
     raw_body = msgspec.json.encode(body)
     request, raw = decode_messages(raw_body, MessagesRequest)
-    chat, problems = to_chat_request(request, raw)
+    chat, problems, dropped = to_chat_request(request, raw)
     outcome = await parts.service.handle(
         parts.caller(),
         chat,
@@ -91,7 +91,7 @@ async def _call(parts: ChatParts, body: dict[str, Any]) -> ChatCompleted:
         dialect=ANTHROPIC_MESSAGES,
         request_id="req_test",
         idempotency_key=None,
-        native=MessagesCall(raw, {"anthropic-version": "2023-06-01"}, problems),
+        native=MessagesCall(raw, {"anthropic-version": "2023-06-01"}, problems, dropped),
     )
     assert isinstance(outcome, ChatCompleted)
     return outcome
@@ -114,7 +114,7 @@ def test_a_request_only_anthropic_can_carry_keeps_to_its_routes(tmp_path: Path) 
 
         with pytest.raises(InvalidRequest) as refused:
             await _call(parts, {**body, "model": "sim"})
-        assert [d.field for d in refused.value.details] == ["messages[0].content[1].type"]
+        assert [d.field for d in refused.value.details] == ["messages[0].content[1].source.type"]
         assert len(fake.requests) == 1
 
     _run(tmp_path, ["sim", "claude"], scenario)

@@ -112,7 +112,7 @@ def test_a_message_passes_through_and_is_charged_exactly(
     assert sent.headers["x-api-key"] == "sk-ant-upstream-secret"  # the gateway's, not the client's
     assert sent.headers["anthropic-version"] == ANTHROPIC_API_VERSION
     assert sent.headers["anthropic-beta"] == "context-management-2025-06-27"
-    assert answer.id.startswith("chatcmpl_") and answer.model == "claude-chat"
+    assert answer.id.startswith("msg_") and answer.model == "claude-chat"
     assert [block.model_dump(exclude_none=True) for block in answer.content] == [text("Hi there.")]
     assert answer.stop_reason == "end_turn"
     usage = answer.usage

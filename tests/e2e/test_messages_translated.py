@@ -235,10 +235,7 @@ def test_a_streamed_tool_call_through_an_openai_upstream(
 def test_what_the_upstream_cannot_carry_is_refused_naming_the_field(
     client: anthropic.Anthropic, upstream: FakeOpenAI
 ) -> None:
-    document = {
-        "type": "document",
-        "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="},
-    }
+    document = {"type": "document", "source": {"type": "file", "file_id": "file_011CNha8i"}}
     with pytest.raises(anthropic.BadRequestError) as refused:
         client.messages.create(
             model="auto",
@@ -248,8 +245,8 @@ def test_what_the_upstream_cannot_carry_is_refused_naming_the_field(
     fields = refused.value.body["error"]["details"]["fields"]  # type: ignore[index]
     assert fields == [
         {
-            "field": "messages[0].content[1].type",
-            "message": "'document' blocks are only taken by Anthropic upstreams",
+            "field": "messages[0].content[1].source.type",
+            "message": "'file' document sources are only taken by Anthropic upstreams",
         }
     ]
     assert refused.value.error_code == "invalid_request"
@@ -272,9 +269,9 @@ def test_what_the_upstream_cannot_carry_is_refused_naming_the_field(
         client.messages.create(
             model="auto",
             max_tokens=10,
-            messages=[{"role": "system", "content": "x"}],  # type: ignore[typeddict-item]
+            messages=[{"role": "user", "content": 5}],  # type: ignore[typeddict-item]
         )
-    assert bad.value.body["error"]["details"]["fields"][0]["field"] == "messages[0].role"  # type: ignore[index]
+    assert bad.value.body["error"]["details"]["fields"][0]["field"] == "messages[0].content"  # type: ignore[index]
     assert upstream.requests == []
 
 

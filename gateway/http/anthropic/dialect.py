@@ -15,6 +15,7 @@ from typing import Any
 from gateway.errors import ErrorDetail
 from gateway.http.anthropic.answer import finished_message, message_of
 from gateway.http.anthropic.events import MessageEventFramer, NativeEventFramer
+from gateway.ids import new_message_id
 from providers.base import ChatCompletion, ChatStream, MessagesProvider
 
 __all__ = ["ANTHROPIC_MESSAGES", "AnthropicMessages", "MessagesCall", "MessagesUpstream"]
@@ -25,6 +26,9 @@ class AnthropicMessages:
 
     name = "anthropic"
     path = "/v1/messages"
+
+    def new_id(self) -> str:
+        return new_message_id()
 
     def framer(self, *, include_usage: bool) -> MessageEventFramer:
         return MessageEventFramer()
@@ -72,17 +76,19 @@ class MessagesCall:
     `gateway.chat.dialect.NativeRequest` of a call, the `gateway.chat.tokens.CountRequest` of
     a count."""
 
-    __slots__ = ("_headers", "problems", "request")
+    __slots__ = ("_headers", "dropped", "problems", "request")
 
     def __init__(
         self,
         raw: dict[str, Any],
         headers: Mapping[str, str],
         problems: Sequence[ErrorDetail] = (),
+        dropped: tuple[str, ...] = (),
     ) -> None:
         self.request = raw
         self._headers = headers
         self.problems = problems
+        self.dropped = dropped
 
     def upstream(self, provider: object) -> MessagesUpstream | None:
         speaker = speaks_messages(provider)

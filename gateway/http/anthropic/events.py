@@ -2,7 +2,9 @@
 `data: <json>` per event, one framer per stream.
 
 `MessageEventFramer` makes Anthropic's events from chat.completion.chunks (an upstream of
-another format): `message_start` with the first chunk, then content blocks opened and closed
+another format): `message_start` with the first chunk (its input counts as the upstream
+reported them by then, `opening_usage`; 0 from an upstream that reports them only at the end),
+then content blocks opened and closed
 as the deltas change kind (thinking, text, each tool call), and at the end `message_delta`
 (the stop reason, the usage with the gateway's credits) and `message_stop`.
 
@@ -24,12 +26,14 @@ from gateway.errors import GatewayError
 from gateway.http.anthropic.answer import anthropic_usage, stop_reason
 from gateway.http.anthropic.errors import error_body
 from gateway.http.openai_sse import SSE_CONTENT_TYPE
+from providers.base import Usage
 
 __all__ = ["MessageEventFramer", "NativeEventFramer", "event_frame"]
 
 _encode = msgspec.json.Encoder().encode
 _STOP = b"event: message_stop\ndata: " + _encode({"type": "message_stop"}) + b"\n\n"
 _CREDITS = ("credits", "credits_usd_reference")
+_NO_INPUT = {"input_tokens": 0}
 
 
 def event_frame(event: dict[str, Any]) -> bytes:
@@ -49,14 +53,25 @@ class MessageEventFramer:
     content_type = SSE_CONTENT_TYPE
     wants_usage = True
 
-    __slots__ = ("_index", "_open", "_started", "_stop", "_tools")
+    __slots__ = ("_index", "_input", "_open", "_started", "_stop", "_tools")
 
     def __init__(self) -> None:
+        self._input: dict[str, int] = _NO_INPUT
         self._started = False
         self._index = -1  # the last block opened
         self._open: str | None = None  # the kind of the block open now
         self._tools: dict[int, int] = {}  # tool call index -> its block index
         self._stop = "end_turn"
+
+    def opening_usage(self, usage: Usage | None) -> None:
+        """The counts the upstream reported before the first chunk, for `message_start`."""
+        if usage is not None and usage.prompt_tokens:
+            cached, written = usage.cached_tokens, usage.cache_creation_tokens
+            self._input = {
+                "input_tokens": max(usage.prompt_tokens - cached - written, 0),
+                "cache_creation_input_tokens": written,
+                "cache_read_input_tokens": cached,
+            }
 
     def chunk(self, chunk: dict[str, Any]) -> bytes | None:
         out: list[bytes] = []
@@ -80,7 +95,7 @@ class MessageEventFramer:
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": 0, "output_tokens": 0},
+            "usage": {**self._input, "output_tokens": 0},
         }
         out.append(event_frame({"type": "message_start", "message": message}))
 

@@ -1,27 +1,38 @@
 """A Messages API body -> the chat service's request (`gateway.schemas.chat.ChatRequest`), for
 upstreams that do not speak Anthropic's API.
 
-Anthropic's own rules (types, ranges, roles) are checked when the body is decoded: a 400
-naming the field as the client wrote it, whatever the upstream. What an OpenAI-format request
-cannot carry is not an error here but a *problem* (a detail naming the field): the service then
-serves the call only on upstreams that take the body as is (Anthropic's), and refuses it with
-those details when the call has none.
+Only what the gateway must understand is checked when the body is decoded (the model, the
+limits, `stream`, the types of the fields it reads): a 400 naming the field as the client wrote
+it, whatever the upstream. What an OpenAI-format request cannot carry is not an error here but
+a *problem* (a detail naming the field): the service then serves the call only on upstreams
+that take the body as is (Anthropic's), and refuses it with those details when the call has
+none. Fields that only tune Anthropic's behaviour are *dropped* for the others and named.
 
     system (string or text blocks)   a system message (cache_control dropped)
+    role "system" messages,          a system message in place (mid-conversation
+    mid_conv_system blocks           instructions); each upstream adapter carries it as its
+                                     API can (docs/providers.md)
     text / image blocks              text and image_url parts (base64 -> a data URL)
+    document blocks                  plain text and content sources -> text parts (title and
+                                     context first); base64 PDF -> a file part
+    search_result blocks             a text part: title, source, then its text blocks
     tool_use, tool_result            assistant tool_calls, tool messages (text results)
     thinking, redacted_thinking      the assistant message's `thinking_blocks`, signed
-    tools (custom), tool_choice      function tools, none/auto/required/named;
+    tools (custom), tool_choice      function tools (`strict` only when the tool says so),
+                                     none/auto/required/named;
                                      disable_parallel_tool_use -> parallel_tool_calls false
     thinking {enabled, budget}       reasoning_effort by the budget; {adaptive} -> medium
-    output_config                    effort -> reasoning_effort (max -> xhigh); format
-                                     {json_schema} -> response_format json_schema
+    output_config, output_format     effort -> reasoning_effort (max -> xhigh); format
+                                     {json_schema} -> response_format json_schema, the schema
+                                     as written (`strict` only when the format says so)
     stop_sequences, metadata.user_id stop (at most 4), user
-    top_k, service_tier, cache_control (anywhere), tool_result is_error   dropped
-    problems                         document and other blocks, images in tool results,
-                                     Anthropic's typed tools, more than 4 stop sequences,
-                                     max_tokens 0 (cache warming), fields this gateway does not
-                                     know
+    cache_control (in blocks), tool_result is_error   dropped
+    dropped and named                `TUNING_FIELDS` (context_management, top-level
+                                     cache_control, service_tier, top_k)
+    problems                         other blocks (URL and file documents, unknown types),
+                                     images in tool results, Anthropic's typed tools, other
+                                     roles, more than 4 stop sequences, max_tokens 0 (cache
+                                     warming), fields this gateway does not know
 
 Refused whatever the upstream, because the routing file's prices would not cover them: server
 tools that Anthropic bills per use beyond tokens (web search, code execution, and any typed
@@ -32,7 +43,7 @@ tool this gateway does not know), `speed: "fast"` and an `inference_geo` other t
 from __future__ import annotations
 
 import re
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 from msgspec import UNSET
@@ -47,9 +58,14 @@ from gateway.schemas.chat import (
     FunctionDefinition,
     ToolDefinition,
 )
-from gateway.schemas.messages import TOP_LEVEL_FIELDS, CountTokensRequest, MessagesRequest
+from gateway.schemas.messages import (
+    TOP_LEVEL_FIELDS,
+    TUNING_FIELDS,
+    CountTokensRequest,
+    MessagesRequest,
+)
 
-__all__ = ["decode_messages", "to_chat_request"]
+__all__ = ["ChatTranslation", "decode_messages", "to_chat_request"]
 
 _decode_object = msgspec.json.Decoder(dict[str, Any])
 _encode = msgspec.json.Encoder().encode
@@ -73,7 +89,7 @@ def decode_messages(body: bytes, kind: type[T]) -> tuple[T, dict[str, Any]]:
     naming the field for a body that breaks Anthropic's types or ranges."""
     raw = decode_json(body, _decode_object, InvalidRequest)
     try:
-        request = msgspec.convert(raw, kind)
+        request = msgspec.convert({k: v for k, v in raw.items() if v is not None}, kind)
     except msgspec.ValidationError as exc:
         detail = decode_detail(exc)
         raise InvalidRequest(fields_message([detail]), details=[detail]) from exc
@@ -106,9 +122,17 @@ def _typed(items: list[Any], field: str, *, need_type: bool) -> list[ErrorDetail
     return out
 
 
-def to_chat_request(
-    request: MessagesRequest, raw: dict[str, Any]
-) -> tuple[ChatRequest, list[ErrorDetail]]:
+class ChatTranslation(NamedTuple):
+    """A Messages request said as the service's request."""
+
+    request: ChatRequest
+    problems: list[ErrorDetail]
+    """What it could not carry: only Anthropic upstreams may serve the call."""
+    dropped: tuple[str, ...]
+    """The top-level fields other upstreams are sent the call without (`TUNING_FIELDS`)."""
+
+
+def to_chat_request(request: MessagesRequest, raw: dict[str, Any]) -> ChatTranslation:
     """The service's request, and what it could not carry (see the module docstring)."""
     _refuse_unpriced(request)
     translation = _Translation()
@@ -141,12 +165,15 @@ def to_chat_request(
         effort = _effort(request.thinking)
         if effort is not None:
             chat.reasoning_effort = effort
+    if request.output_format is not UNSET:
+        _output_format(chat, request.output_format, "output_format")
     if request.output_config is not UNSET:
         _output_config(chat, request.output_config)
-    for name in raw:
-        if name not in TOP_LEVEL_FIELDS:
+    dropped = tuple(name for name in TUNING_FIELDS if raw.get(name) is not None)
+    for name, value in raw.items():
+        if name not in TOP_LEVEL_FIELDS and name not in TUNING_FIELDS and value is not None:
             translation.problem(name, f"unknown to this gateway, so {_NATIVE_ONLY}")
-    return chat, translation.problems
+    return ChatTranslation(chat, translation.problems, dropped)
 
 
 def _refuse_unpriced(request: MessagesRequest) -> None:
@@ -173,11 +200,19 @@ def _output_config(chat: ChatRequest, config: dict[str, Any]) -> None:
         chat.reasoning_effort = _EFFORT_OF[effort]
     output = config.get("format")
     if isinstance(output, dict):
-        schema = output.get("schema")
-        if output.get("type") != "json_schema" or not isinstance(schema, dict):
-            raise _invalid("output_config.format", "must be {type: 'json_schema', schema}")
-        json_schema = {"name": "output", "schema": schema, "strict": True}
-        chat.response_format = {"type": "json_schema", "json_schema": json_schema}
+        _output_format(chat, output, "output_config.format")
+
+
+def _output_format(chat: ChatRequest, output: dict[str, Any], field: str) -> None:
+    """A JSON schema answer format, the schema as the client wrote it: `strict` only when the
+    format asks for it (OpenAI refuses, strict, schemas that Anthropic takes)."""
+    schema = output.get("schema")
+    if output.get("type") != "json_schema" or not isinstance(schema, dict):
+        raise _invalid(field, "must be {type: 'json_schema', schema}")
+    json_schema: dict[str, Any] = {"name": "output", "schema": schema}
+    if isinstance(output.get("strict"), bool):
+        json_schema["strict"] = output["strict"]
+    chat.response_format = {"type": "json_schema", "json_schema": json_schema}
 
 
 def _effort(thinking: dict[str, Any]) -> str | None:
@@ -221,14 +256,23 @@ class _Translation:
                 out.append(ChatMessage(role="system", content="\n".join(texts)))
         for i, message in enumerate(request.messages):
             field = f"messages[{i}]"
-            content = message.content
-            if message.role == "assistant":
+            content, role = message.content, message.role
+            if role == "assistant":
                 out.append(self._assistant(content, field))
+            elif role == "system":
+                out.append(self._system(content, f"{field}.content"))
+            elif role != "user":
+                self.problem(f"{field}.role", f"{role!r} messages are {_NATIVE_ONLY}")
             elif isinstance(content, str):
                 out.append(ChatMessage(role="user", content=content))
             else:
                 out += self._user(content, f"{field}.content")
         return out
+
+    def _system(self, content: str | list[dict[str, Any]], field: str) -> ChatMessage:
+        """Mid-conversation instructions: a system message where they stand."""
+        text = content if isinstance(content, str) else "\n".join(self._texts(content, field))
+        return ChatMessage(role="system", content=text)
 
     def _texts(self, blocks: list[dict[str, Any]], field: str) -> list[str]:
         texts: list[str] = []
@@ -244,8 +288,11 @@ class _Translation:
         return texts
 
     def _user(self, blocks: list[dict[str, Any]], field: str) -> list[ChatMessage]:
-        """Tool results first (each a tool message), then the user message of the rest."""
+        """Tool results first (each a tool message), then the user message of the rest, with
+        mid-conversation system blocks as system messages where they stand. A turn of which
+        nothing could be said is an empty user message (the call has problems then)."""
         results: list[ChatMessage] = []
+        turn: list[ChatMessage] = []
         parts: list[dict[str, Any]] = []
         for j, block in enumerate(blocks):
             kind, at = block.get("type"), f"{field}[{j}]"
@@ -257,11 +304,55 @@ class _Translation:
                     parts.append({"type": "image_url", "image_url": {"url": image}})
             elif kind == "tool_result":
                 results.append(self._tool_result(block, at))
+            elif kind == "document":
+                part = self._document(block, at)
+                if part is not None:
+                    parts.append(part)
+            elif kind == "search_result":
+                parts.append({"type": "text", "text": self._search_result(block, at)})
+            elif kind == "mid_conv_system":
+                if parts:
+                    turn.append(ChatMessage(role="user", content=parts))
+                    parts = []
+                turn.append(self._system(_blocks(block, at), f"{at}.content"))
             else:
                 self.problem(f"{at}.type", f"{kind!r} blocks are {_NATIVE_ONLY}")
-        if parts or not results:
-            results.append(ChatMessage(role="user", content=parts))
-        return results
+        if parts:
+            turn.append(ChatMessage(role="user", content=parts))
+        elif not results and not turn:
+            turn.append(ChatMessage(role="user", content=""))
+        return results + turn
+
+    def _document(self, block: dict[str, Any], field: str) -> dict[str, Any] | None:
+        """A text or content document as text (its title and context first), a base64 PDF
+        as a file part; other sources (URL, file id) are problems."""
+        source = block.get("source")
+        if not isinstance(source, dict):
+            raise _invalid(f"{field}.source", "expected an object")
+        kind = source.get("type")
+        head = [v for v in (block.get("title"), block.get("context")) if isinstance(v, str) and v]
+        if kind == "text" and isinstance(source.get("data"), str):
+            return {"type": "text", "text": "\n\n".join([*head, source["data"]])}
+        if kind == "content":
+            inner = source.get("content")
+            texts = (
+                [inner]
+                if isinstance(inner, str)
+                else self._texts(_blocks(source, f"{field}.source"), f"{field}.source.content")
+            )
+            return {"type": "text", "text": "\n\n".join([*head, *texts])}
+        data = source.get("data")
+        if kind == "base64" and source.get("media_type") == "application/pdf" and data:
+            name = head[0] if head else "document.pdf"
+            file = {"filename": name, "file_data": f"data:application/pdf;base64,{data}"}
+            return {"type": "file", "file": file}
+        self.problem(f"{field}.source.type", f"{kind!r} document sources are {_NATIVE_ONLY}")
+        return None
+
+    def _search_result(self, block: dict[str, Any], field: str) -> str:
+        head = [v for v in (block.get("title"), block.get("source")) if isinstance(v, str) and v]
+        texts = self._texts(_blocks(block, field), f"{field}.content")
+        return "\n\n".join(["\n".join(head), *texts]) if head else "\n\n".join(texts)
 
     def _image(self, source: object, field: str) -> str | None:
         if not isinstance(source, dict):
@@ -329,6 +420,8 @@ class _Translation:
             description = tool.get("description")
             if isinstance(description, str) and description:
                 function.description = description
+            if isinstance(tool.get("strict"), bool):
+                function.strict = tool["strict"]
             out.append(ToolDefinition(type="function", function=function))
         return out
 
@@ -357,6 +450,16 @@ def _text(block: dict[str, Any], field: str) -> str:
     if not isinstance(text, str):
         raise _invalid(f"{field}.text", "expected a string")
     return text
+
+
+def _blocks(block: dict[str, Any], field: str) -> list[dict[str, Any]]:
+    """A block's `content`: a list of blocks (a string is one text block)."""
+    content = block.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        raise _invalid(f"{field}.content", "expected a string or an array of blocks")
+    return content
 
 
 def _tool_call(block: dict[str, Any], field: str) -> dict[str, Any]:
