@@ -112,11 +112,20 @@ class Call(msgspec.Struct, kw_only=True, frozen=True):
 
 class Admission(msgspec.Struct, kw_only=True, frozen=True):
     """What a call asks of the store before it runs: its tokens (`call.tokens_reserved`), its
-    idempotency claim, and a credit hold of `hold_units` for `hold_seconds`."""
+    idempotency claim, and a credit hold of `hold_units` for `hold_seconds`.
+
+    With `min_hold_units` (0 < min < hold) the hold is wallet-bounded: when the available
+    balance is below `hold_units` but at least `min_hold_units`, the store holds all that is
+    available (a call that then asks its upstream for fewer output tokens), and reserves
+    tokens in proportion: `min_tokens_reserved` at the minimum hold, `call.tokens_reserved` at
+    the full one (`AdmissionResult.hold_units`, `.tokens_reserved` say what was taken)."""
 
     call: Call
     hold_units: int = 0
     hold_seconds: int = 900
+    min_hold_units: int = 0
+    """0: the whole hold or nothing."""
+    min_tokens_reserved: int = 0
 
 
 class AdmissionResult(msgspec.Struct, kw_only=True, frozen=True):
@@ -125,6 +134,12 @@ class AdmissionResult(msgspec.Struct, kw_only=True, frozen=True):
     reply: StoredReply | None = None
     available_units: int = 0
     """Balance minus active holds at the time of the check (informational)."""
+    hold_units: int = 0
+    """The hold placed: the admission's `hold_units`, or less when wallet-bounded (0 unless
+    ADMITTED)."""
+    tokens_reserved: int = 0
+    """The tokens reserved (before the bucket's cap): the call's, or fewer with a smaller hold;
+    what its settlement or release reconciles (0 unless ADMITTED)."""
 
 
 class Settlement(msgspec.Struct, kw_only=True, frozen=True):

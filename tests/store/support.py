@@ -12,6 +12,7 @@ import msgspec
 
 from gateway.store.base import (
     Admission,
+    AdmissionResult,
     Call,
     IdempotencyClaim,
     RateLimits,
@@ -28,6 +29,7 @@ from gateway.store.base import (
 __all__ = [
     "Run",
     "admission",
+    "as_admitted",
     "call",
     "claim",
     "create_confirmed",
@@ -88,6 +90,8 @@ def admission(
     hold: int = 0,
     hold_seconds: int = 900,
     idempotency: IdempotencyClaim | None = None,
+    min_hold: int = 0,
+    min_tokens: int = 0,
 ) -> Admission:
     the_call = call(
         call_id,
@@ -98,7 +102,13 @@ def admission(
         tokens=tokens,
         idempotency=idempotency,
     )
-    return Admission(call=the_call, hold_units=hold, hold_seconds=hold_seconds)
+    return Admission(
+        call=the_call,
+        hold_units=hold,
+        hold_seconds=hold_seconds,
+        min_hold_units=min_hold,
+        min_tokens_reserved=min_tokens,
+    )
 
 
 def settlement(
@@ -124,6 +134,13 @@ def settlement(
 
 def release(adm: Admission) -> Release:
     return Release(call=adm.call)
+
+
+def as_admitted(adm: Admission, result: AdmissionResult) -> Admission:
+    """`adm` with the tokens its admission reserved (fewer with a wallet-bounded hold), as the
+    chat service carries its call on to the settlement or release."""
+    the_call = msgspec.structs.replace(adm.call, tokens_reserved=result.tokens_reserved)
+    return msgspec.structs.replace(adm, call=the_call)
 
 
 async def create_confirmed(store: Store, create: TaskCreate) -> TaskCreateResult:

@@ -61,9 +61,11 @@ class RedisAdmissionArea:
                 claim.lease_seconds if claim else 0,
                 call_id,
                 DONE_TTL_SECONDS,
+                admission.min_hold_units,
+                admission.min_tokens_reserved,
             ),
         )
-        return admission_result(res, limits, call.tokens_reserved)
+        return admission_result(res, limits)
 
     async def settle(self, settlement: Settlement) -> int:
         k, s, call = self.keys, settlement, settlement.call

@@ -1,18 +1,38 @@
 -- admit: rate limits, idempotency reservation and credit hold in one atomic step.
 -- KEYS: rate, idem, holds, hold_expiry, wallet, done
 -- ARGV: rpm, tpm, tokens, hold_units, hold_seconds, has_claim (0/1), fingerprint,
---       hold_id, lease_seconds, call_id, done_ttl_seconds
--- Returns {outcome, available_units, requests_level, tokens_level[, reply]}.
+--       hold_id, lease_seconds, call_id, done_ttl_seconds, min_hold_units, min_tokens
+-- Returns {outcome, available_units, requests_level, tokens_level, held_units (0 unless
+-- admitted), tokens (the reservation taken, or that a refusal was measured by)[, reply]}.
+-- A wallet-bounded hold (0 < min_hold_units < hold_units) that the wallet cannot cover whole
+-- but covers down to its minimum holds all that is available, and reserves tokens in
+-- proportion (gateway/store/holds.py does the same sums for SQLite).
 -- A call already released (its caller gave up on this admission) takes nothing. A call that
 -- takes tokens marks its done key 'a': only then does its release give tokens back.
-if redis.call('EXISTS', KEYS[6]) == 1 then return {'abandoned', 0, '0', '0'} end
+if redis.call('EXISTS', KEYS[6]) == 1 then return {'abandoned', 0, '0', '0', 0, 0} end
 local rpm, tpm = tonumber(ARGV[1]), tonumber(ARGV[2])
 local r, t = load_buckets(KEYS[1], rpm, tpm)
 purge_holds(KEYS[3], KEYS[4])
 local available = balance_units(KEYS[5]) - held_units(KEYS[3])
 
+local hold, min_hold = tonumber(ARGV[4]), tonumber(ARGV[12])
+local tokens = tonumber(ARGV[3])
+local granted = hold
+if hold > 0 and hold > available then
+  granted = 0
+  if min_hold > 0 and min_hold < hold and min_hold <= available then
+    granted = available
+    local min_tokens = tonumber(ARGV[13])
+    if min_tokens < tokens then
+      tokens = min_tokens + math.floor((granted - min_hold) * (tokens - min_tokens) / (hold - min_hold))
+    end
+  end
+end
+
 local function result(outcome, reply)
-  return {outcome, available, exact(r), exact(t), reply}
+  local held = 0
+  if outcome == 'admitted' then held = granted end
+  return {outcome, available, exact(r), exact(t), held, tokens, reply}
 end
 
 if rpm > 0 and r < 1 then return result('rate_limited') end
@@ -31,12 +51,11 @@ end
 
 local need = 0
 if tpm > 0 then
-  need = math.min(tonumber(ARGV[3]), tpm)
+  need = math.min(tokens, tpm)
   if t < need then return result('rate_limited') end
 end
 
-local hold = tonumber(ARGV[4])
-if hold > 0 and hold > available then
+if hold > 0 and granted == 0 then
   if rpm > 0 then r = r - 1 end
   save_buckets(KEYS[1], rpm, r, tpm, t)
   return result('insufficient_credits')
@@ -47,8 +66,8 @@ t = t - need
 save_buckets(KEYS[1], rpm, r, tpm, t)
 if need > 0 then redis.call('SET', KEYS[6], 'a', 'EX', ARGV[11]) end
 local hold_seconds = tonumber(ARGV[5])
-if hold > 0 and hold_seconds > 0 then
-  place_hold(KEYS[3], KEYS[4], ARGV[8], hold, hold_seconds)
+if granted > 0 and hold_seconds > 0 then
+  place_hold(KEYS[3], KEYS[4], ARGV[8], granted, hold_seconds)
 end
 if claimed then
   redis.call('HSET', KEYS[2], 'fp', ARGV[7], 'call', ARGV[10])

@@ -87,17 +87,22 @@ def decode_entry(packed: bytes) -> LedgerEntry:
     )
 
 
-def admission_result(raw: Sequence[Any], limits: RateLimits, tokens: int) -> AdmissionResult:
-    """Decode admit.lua's {outcome, available, requests_level, tokens_level[, reply]}."""
+def admission_result(raw: Sequence[Any], limits: RateLimits) -> AdmissionResult:
+    """Decode admit.lua's {outcome, available, requests_level, tokens_level, held_units,
+    tokens[, reply]}: `tokens` is the reservation taken (or that a refusal was measured by)."""
     outcome = _OUTCOMES[raw[0]]
     tpm = limits.tokens_per_minute
+    tokens = raw[5]
     need = min(tokens, tpm) if tpm > 0 else 0
+    admitted = outcome is AdmissionOutcome.ADMITTED
     limited = outcome is AdmissionOutcome.RATE_LIMITED
     return AdmissionResult(
         outcome=outcome,
         rate=buckets.state(limits, float(raw[2]), float(raw[3]), need, limited),
-        reply=_reply_decoder.decode(raw[4]) if len(raw) > 4 else None,
+        reply=_reply_decoder.decode(raw[6]) if len(raw) > 6 else None,
         available_units=raw[1],
+        hold_units=raw[4],
+        tokens_reserved=tokens if admitted else 0,
     )
 
 

@@ -2,7 +2,8 @@
 
 `admit` is memory checks (rate buckets, leases, holds: `memory.py`) plus one read of the file
 (the balance; with an idempotency claim and no live lease, the completed reply in the same
-statement) and no write. `settle` writes one transaction only when it has something durable
+statement) and no write; a wallet-bounded hold is sized from that balance in the same step
+(`gateway.store.holds`). `settle` writes one transaction only when it has something durable
 (the charge, a reply to keep), the rest in memory; `release` is memory only. Nothing awaits
 between a check and its update, so each step is atomic on the event loop. Every time comes
 from the store's clock.
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from gateway.clock import Clock
-from gateway.store import buckets
+from gateway.store import buckets, holds
 from gateway.store.base import (
     Admission,
     AdmissionOutcome,
@@ -58,7 +59,6 @@ class SqliteAdmissionArea:
         limits, claim = call.limits, call.idempotency
         rpm, tpm = limits.requests_per_minute, limits.tokens_per_minute
         r, t = mem.levels(key_id, limits, now)
-        need = min(call.tokens_reserved, tpm) if tpm > 0 else 0
 
         lease: Lease | None = None
         fingerprint: str | None = None
@@ -70,12 +70,28 @@ class SqliteAdmissionArea:
         else:
             balance = self._read(lambda conn: ops.balance(conn, tenant))
         available = balance - mem.held(tenant, now)
+        hold_units, min_hold = admission.hold_units, admission.min_hold_units
+        granted = holds.granted_hold(hold_units, min_hold, available)
+        tokens = call.tokens_reserved
+        if 0 < granted < hold_units:
+            tokens = holds.granted_tokens(
+                hold_units, min_hold, granted, tokens, admission.min_tokens_reserved
+            )
+        need = min(tokens, tpm) if tpm > 0 else 0
 
         def result(outcome: AdmissionOutcome, reply: StoredReply | None = None) -> AdmissionResult:
             limited = outcome is AdmissionOutcome.RATE_LIMITED
             rate = buckets.state(limits, r, t, need, limited)
+            if outcome is not AdmissionOutcome.ADMITTED:
+                return AdmissionResult(
+                    outcome=outcome, rate=rate, reply=reply, available_units=available
+                )
             return AdmissionResult(
-                outcome=outcome, rate=rate, reply=reply, available_units=available
+                outcome=outcome,
+                rate=rate,
+                available_units=available,
+                hold_units=granted,
+                tokens_reserved=tokens,
             )
 
         if call_id in mem.fenced:
@@ -99,8 +115,8 @@ class SqliteAdmissionArea:
         if tpm > 0 and t < need:
             return result(AdmissionOutcome.RATE_LIMITED)
 
-        hold_units, hold_seconds = admission.hold_units, admission.hold_seconds
-        if hold_units > 0 and hold_units > available:
+        hold_seconds = admission.hold_seconds
+        if hold_units > 0 and granted == 0:
             r -= 1 if rpm > 0 else 0
             mem.store_levels(key_id, limits, r, t, now)
             return result(AdmissionOutcome.INSUFFICIENT_CREDITS)
@@ -109,8 +125,8 @@ class SqliteAdmissionArea:
         t -= need
         mem.store_levels(key_id, limits, r, t, now)
         keep = 0  # how long this call's marker must last; 0: it reserved nothing
-        if hold_units > 0 and hold_seconds > 0:
-            mem.hold(tenant, call_id, hold_units, now + hold_seconds)
+        if granted > 0 and hold_seconds > 0:
+            mem.hold(tenant, call_id, granted, now + hold_seconds)
             keep = hold_seconds
         if claim is not None:
             mem.leases[claim.scope] = Lease(claim.fingerprint, call_id, now + claim.lease_seconds)
