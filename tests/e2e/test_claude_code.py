@@ -336,6 +336,26 @@ def test_claude_code_translated_to_gemini(
     assert any("functionResponse" in part for part in parts)
 
 
+def test_claude_codes_start_up_probe_is_answered(gateway: GatewayProcess) -> None:
+    """Claude Code sends `HEAD /api/hello` to its base URL when it starts (the runs here turn
+    its non-essential traffic off, the probe with it): answered 200 without a key, as
+    Anthropic's API answers it."""
+    before = len(_requests(gateway))
+    with httpx.Client(base_url=_root(gateway), timeout=10) as http:
+        assert http.head("/api/hello").status_code == 200
+        assert http.get("/api/hello").status_code == 200
+    lines = wait_until(
+        lambda: _requests(gateway)[before:],
+        lambda lines: len(lines) >= 2,
+        timeout=10,
+        what="the log lines of the probes",
+    )
+    assert [(line["method"], line["route"], line["status"]) for line in lines] == [
+        ("HEAD", "/api/hello", 200),
+        ("GET", "/api/hello", 200),
+    ]
+
+
 def test_recorded_claude_code_requests_reach_the_upstream_byte_for_byte(
     gateway: GatewayProcess, upstreams: Upstreams
 ) -> None:
