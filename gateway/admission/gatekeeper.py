@@ -56,37 +56,66 @@ class Gatekeeper:
         return rate
 
     async def admit(
-        self, call: Call, *, hold_units: int = 0, hold_seconds: int = 900
+        self,
+        call: Call,
+        *,
+        hold_units: int = 0,
+        hold_seconds: int = 900,
+        min_hold_units: int = 0,
+        min_tokens_reserved: int = 0,
+        limit_field: str = "max_completion_tokens",
     ) -> AdmissionResult:
-        """ADMITTED or REPLAY come back; every other outcome raises its error."""
+        """ADMITTED or REPLAY come back; every other outcome raises its error. With
+        `min_hold_units` the hold is wallet-bounded (`Admission`): the result's `hold_units`
+        may be less than asked. `limit_field` is the request's output limit as the client's
+        dialect names it, for the 402's advice."""
         result = await self._store.admit(
-            Admission(call=call, hold_units=hold_units, hold_seconds=hold_seconds)
+            Admission(
+                call=call,
+                hold_units=hold_units,
+                hold_seconds=hold_seconds,
+                min_hold_units=min_hold_units,
+                min_tokens_reserved=min_tokens_reserved,
+            )
         )
         outcome = result.outcome
         if outcome is AdmissionOutcome.ADMITTED or outcome is AdmissionOutcome.REPLAY:
             return result
         if outcome is AdmissionOutcome.INSUFFICIENT_CREDITS:
-            error: GatewayError = _too_poor(hold_units, result.available_units)
+            bounded = 0 < min_hold_units < hold_units
+            needed = min_hold_units if bounded else hold_units
+            error: GatewayError = _too_poor(
+                needed, result.available_units, limit_field, bounded=bounded
+            )
             error.rate = result.rate
             raise error
         raise _refusal(outcome, result.rate)
 
 
-def _too_poor(hold_units: int, available_units: int) -> InsufficientCredits:
+def _too_poor(
+    hold_units: int, available_units: int, limit_field: str, *, bounded: bool
+) -> InsufficientCredits:
     """A 402 that says what the call needed, what the wallet has, and how to need less."""
     needed, available = format_credits(hold_units), format_credits(max(available_units, 0))
+    if bounded:
+        what = (
+            f"This call needs a hold of at least {needed} credits and the wallet has "
+            f"{available} available. The hold prices the whole request body as prompt tokens "
+            "plus the answer's first output tokens (a longer answer is held, and asked of the "
+            "model, only as far as the wallet pays)"
+        )
+    else:
+        what = (
+            f"This call needs a hold of {needed} credits for its worst case and the wallet has "
+            f"{available} available. The hold prices the whole request body as prompt tokens "
+            f"plus {limit_field} (or the model's output limit when unset) as output tokens"
+        )
     return InsufficientCredits(
-        f"This call needs a hold of {needed} credits for its worst case and the wallet has "
-        f"{available} available. The hold prices the whole request body as prompt tokens plus "
-        "max_completion_tokens (or the model's output limit when unset) as output tokens: set "
-        "a smaller max_completion_tokens, or add credits.",
+        f"{what}: send a shorter request or a smaller {limit_field}, or add credits.",
         details=[
             ErrorDetail(field="hold_credits", message=needed),
             ErrorDetail(field="available_credits", message=available),
-            ErrorDetail(
-                field="max_completion_tokens",
-                message="set it lower to make the hold smaller",
-            ),
+            ErrorDetail(field=limit_field, message="set it lower to make the hold smaller"),
         ],
     )
 

@@ -56,7 +56,12 @@ _DOC = OperationDoc(
     idempotent=True,
     tokens=True,
     headers={
-        200: {"x-gateway-model": True, "x-gateway-route": True, "Idempotent-Replayed": False},
+        200: {
+            "x-gateway-model": True,
+            "x-gateway-route": True,
+            "x-gateway-max-tokens": False,
+            "Idempotent-Replayed": False,
+        },
         400: _ROUTED,
         502: _UPSTREAM,
         503: _UPSTREAM,
@@ -98,13 +103,14 @@ async def chat_completions(scope: Any, receive: Any, send: Any) -> None:
     ctx.rate = outcome.rate
     if isinstance(outcome, ChatCompleted):
         ctx.routing, ctx.upstream_seconds = outcome.route, outcome.upstream_seconds
-        await send_bytes(send, outcome.body, route_headers(outcome.model, outcome.route))
+        headers = route_headers(outcome.model, outcome.route, outcome.max_tokens)
+        await send_bytes(send, outcome.body, headers)
     elif isinstance(outcome, ChatReplayed):
         ctx.replayed = True
         await send_reply(send, outcome.reply)  # it kept the model and route of its answer
     else:
         ctx.routing, ctx.upstream_seconds = outcome.route, outcome.upstream_seconds
-        headers = route_headers(outcome.model, outcome.route)
+        headers = route_headers(outcome.model, outcome.route, outcome.max_tokens)
         await send_event_stream(outcome.events, receive, send, headers)
 
 

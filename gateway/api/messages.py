@@ -133,7 +133,7 @@ async def messages(scope: Any, receive: Any, send: Any) -> None:
         await send_reply(send, outcome.reply, extra)
         return
     ctx.routing, ctx.upstream_seconds = outcome.route, outcome.upstream_seconds
-    extra += route_headers(outcome.model, outcome.route)
+    extra += route_headers(outcome.model, outcome.route, outcome.max_tokens)
     if outcome.dropped:
         ctx.dropped_fields = ",".join(outcome.dropped)
         extra.append((DROPPED_FIELDS_HEADER, ", ".join(outcome.dropped).encode()))

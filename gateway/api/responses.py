@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gateway.chat.outcomes import MODEL_HEADER, ROUTE_HEADER
+from gateway.chat.outcomes import MAX_TOKENS_HEADER, MODEL_HEADER, ROUTE_HEADER
 from gateway.store.base import StoredReply
 
 __all__ = ["JSON", "route_headers", "send_bytes", "send_reply"]
@@ -15,11 +15,18 @@ _JSON_TYPE = (b"content-type", JSON)
 _REPLAYED = (b"idempotent-replayed", b"true")
 _MODEL = MODEL_HEADER.encode()
 _ROUTE = ROUTE_HEADER.encode()
+_MAX_TOKENS = MAX_TOKENS_HEADER.encode()
 
 
-def route_headers(model: str, route: str) -> list[tuple[bytes, bytes]]:
-    """`x-gateway-model` (the model that answered) and `x-gateway-route` (how it was routed)."""
-    return [(_MODEL, model.encode()), (_ROUTE, route.encode())]
+def route_headers(
+    model: str, route: str, max_tokens: int | None = None
+) -> list[tuple[bytes, bytes]]:
+    """`x-gateway-model` (the model that answered), `x-gateway-route` (how it was routed) and,
+    when the gateway lowered the output limit, `x-gateway-max-tokens` (what it was sent)."""
+    headers = [(_MODEL, model.encode()), (_ROUTE, route.encode())]
+    if max_tokens is not None:
+        headers.append((_MAX_TOKENS, str(max_tokens).encode()))
+    return headers
 
 
 async def send_bytes(send: Any, body: bytes, extra: Sequence[tuple[bytes, bytes]] = ()) -> None:

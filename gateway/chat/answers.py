@@ -14,7 +14,7 @@ from decimal import Decimal
 
 from gateway.billing.pricing import ChatPrice
 from gateway.chat.dialect import ChatDialect, NativeRequest
-from gateway.chat.outcomes import MODEL_HEADER, ROUTE_HEADER
+from gateway.chat.outcomes import reply_headers
 from gateway.chat.usage import Charge, charge_for, credit_fields, usage_fields
 from gateway.routing.resolver import Route
 from gateway.store.base import Call, StoredReply
@@ -59,7 +59,9 @@ def native_answer(
     return native.completion(body, credit_fields(charge, credits_per_usd)), charge
 
 
-def kept_reply(call: Call, route: Route, note: str, payload: bytes) -> StoredReply | None:
+def kept_reply(
+    call: Call, route: Route, note: str, payload: bytes, max_tokens: int | None
+) -> StoredReply | None:
     """The reply a repeated Idempotency-Key replays (None without a key)."""
     if call.idempotency is None:
         return None
@@ -67,5 +69,5 @@ def kept_reply(call: Call, route: Route, note: str, payload: bytes) -> StoredRep
         status=200,
         content_type="application/json",
         body=payload,
-        headers={MODEL_HEADER: route.model.id, ROUTE_HEADER: note},
+        headers=reply_headers(route.model.id, note, max_tokens),
     )

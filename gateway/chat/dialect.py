@@ -36,6 +36,12 @@ class ChatDialect(Protocol):
         """A new answer's id, in the dialect's form (`chatcmpl_...`, `msg_...`)."""
         ...
 
+    @property
+    def lowers_max_tokens(self) -> bool:
+        """True: an output limit above a model's is lowered to the model's (the answer says
+        so in `x-gateway-max-tokens`); False: it is a 400 naming the field."""
+        ...
+
     def framer(self, *, include_usage: bool) -> StreamFramer:
         """A framer for one stream of chat.completion.chunks (`include_usage`: the request
         asked for OpenAI's usage chunk)."""
@@ -76,8 +82,9 @@ class NativeRequest(Protocol):
         """`provider` as it speaks the dialect, None when it does not."""
         ...
 
-    def body_for(self, upstream_model: str) -> dict[str, Any]:
-        """A fresh upstream body: the client's, with the upstream model."""
+    def body_for(self, upstream_model: str, max_tokens: int | None = None) -> dict[str, Any]:
+        """A fresh upstream body: the client's, with the upstream model, and its output limit
+        lowered to `max_tokens` when that is given and smaller."""
         ...
 
     def framer(self, *, call_id: str, model: str) -> StreamFramer:

@@ -21,6 +21,7 @@ import msgspec
 from gateway.store.base import RateState, StoredReply
 
 __all__ = [
+    "MAX_TOKENS_HEADER",
     "MODEL_HEADER",
     "ROUTE_HEADER",
     "ChatCompleted",
@@ -28,10 +29,22 @@ __all__ = [
     "ChatOutcome",
     "ChatReplayed",
     "ChatStreaming",
+    "reply_headers",
 ]
 
 MODEL_HEADER = "x-gateway-model"
 ROUTE_HEADER = "x-gateway-route"
+MAX_TOKENS_HEADER = "x-gateway-max-tokens"
+"""The output limit the upstream was asked for, on an answer whose limit the gateway lowered
+below the client's (to what its wallet pays for, or to the model's limit on Messages)."""
+
+
+def reply_headers(model: str, route: str, max_tokens: int | None) -> dict[str, str]:
+    """The headers a kept reply keeps, under the names the api layer sends them."""
+    headers = {MODEL_HEADER: model, ROUTE_HEADER: route}
+    if max_tokens is not None:
+        headers[MAX_TOKENS_HEADER] = str(max_tokens)
+    return headers
 
 
 class ChatEvents(Protocol):
@@ -64,6 +77,8 @@ class ChatCompleted(msgspec.Struct, kw_only=True, frozen=True):
     """Time spent waiting for upstreams (every attempt), for the overhead metric."""
     dropped: tuple[str, ...] = ()
     """Request fields the answering upstream was sent the call without (`NativeRequest`)."""
+    max_tokens: int | None = None
+    """The lowered output limit the answering upstream was sent (`MAX_TOKENS_HEADER`)."""
 
 
 class ChatReplayed(msgspec.Struct, kw_only=True, frozen=True):
@@ -86,6 +101,8 @@ class ChatStreaming(msgspec.Struct, kw_only=True, frozen=True):
     """Time spent waiting for upstreams up to the first chunk (every attempt)."""
     dropped: tuple[str, ...] = ()
     """Request fields the answering upstream was sent the call without (`NativeRequest`)."""
+    max_tokens: int | None = None
+    """The lowered output limit the answering upstream was sent (`MAX_TOKENS_HEADER`)."""
 
 
 ChatOutcome = ChatCompleted | ChatReplayed | ChatStreaming

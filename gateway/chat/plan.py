@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Any
 
 import msgspec
@@ -26,14 +27,21 @@ from gateway.schemas.chat import ChatRequest
 from providers.base import extensions_refused
 
 __all__ = [
+    "MIN_HELD_OUTPUT_TOKENS",
     "ChatPlan",
     "HoldBound",
     "chat_needs",
     "keep_native_routes",
+    "limit_field",
     "options_problems",
     "plan_call",
 ]
 
+MIN_HELD_OUTPUT_TOKENS = 256
+"""The output tokens (per choice) a wallet-bounded hold always covers: a wallet that cannot
+pay the prompt and this many is refused (402), one that can is held all it has and the
+upstream is asked for as many output tokens as that pays (`ChatPlan.min_hold_units`)."""
+_MILLION = Decimal(1_000_000)
 _JSON_FORMATS = ("json_object", "json_schema")
 _REQUEST_FIELDS = frozenset(ChatRequest.__struct_fields__)
 
@@ -78,16 +86,68 @@ class ChatPlan:
     stream: bool
     include_usage: bool
     requested: int | None
+    """The output tokens asked (per choice): the client's, or on a dialect that lowers it to
+    the models' limits (`plan_call`'s `lower_to_limit`), the largest of them."""
     tokens_reserved: int
     hold_units: int
     legacy_answer: bool = False
     """The client called with legacy `functions`: answer with `function_call`."""
     extensions: Mapping[str, Any] | None = None
     """The client's extension fields, as sent."""
+    completion_tokens: int = 0
+    """The output tokens per choice that `hold_units` covers."""
+    choices: int = 1
+    output_units_per_mtok: Decimal = Decimal(0)
+    """The output price the hold is sized with (the dearest of the routes')."""
+    paid_tokens: int | None = None
+    """The output tokens per choice a wallet-bounded hold pays for, when it is smaller than
+    `hold_units` (`hold_granted`); None: the whole hold was granted."""
 
     def body_for(self, route: Route) -> dict[str, Any]:
         """A fresh upstream body for `route` (a fallback)."""
-        return _body(self.request, route, self.requested, self.extensions)
+        return _body(self.request, route, self.max_tokens_for(route), self.extensions)
+
+    def max_tokens_for(self, route: Route) -> int:
+        """The output limit (per choice) `route` is sent: what was asked, never more than the
+        route's limit nor what the hold pays for."""
+        limit = route.model.max_output_tokens
+        tokens = min(self.requested or limit, limit)
+        paid = self.paid_tokens
+        return tokens if paid is None else min(tokens, paid)
+
+    def lowered_for(self, route: Route) -> int | None:
+        """`max_tokens_for(route)` when it is below what the client asked (its own field, or
+        the route's limit when it sent none), else None: `x-gateway-max-tokens`."""
+        sent = self.max_tokens_for(route)
+        asked = _requested(self.request) or route.model.max_output_tokens
+        return sent if sent < asked else None
+
+    def min_hold_units(self) -> int:
+        """The hold of the prompt and the first `MIN_HELD_OUTPUT_TOKENS` output tokens per
+        choice: the full hold less the output it leaves out (rounded so that it still covers
+        what it keeps). Equal to `hold_units` when the call asks no more than that."""
+        left_out = self.completion_tokens - min(self.completion_tokens, MIN_HELD_OUTPUT_TOKENS)
+        cost = Decimal(left_out * self.choices) * self.output_units_per_mtok / _MILLION
+        return self.hold_units - int(cost.to_integral_value(rounding=ROUND_FLOOR))
+
+    def min_tokens_reserved(self) -> int:
+        """The token reservation that goes with `min_hold_units`."""
+        left_out = self.completion_tokens - min(self.completion_tokens, MIN_HELD_OUTPUT_TOKENS)
+        return self.tokens_reserved - left_out * self.choices
+
+    def hold_granted(self, granted: int) -> None:
+        """Admission held `granted` units: when it is less than `hold_units`, the output tokens
+        per choice it pays for (`paid_tokens`), and the first body asks no more. The prompt's
+        part of the hold is what it holds beyond `completion_tokens`, so this holds whatever
+        bounds the prompt: `paid_tokens` x choices x the output price <= granted - that part."""
+        price = self.output_units_per_mtok
+        if granted >= self.hold_units or price <= 0:
+            return
+        short = Decimal(self.hold_units - granted) * _MILLION / (price * self.choices)
+        paid = self.completion_tokens - int(short.to_integral_value(rounding=ROUND_CEILING))
+        self.paid_tokens = paid
+        body = self.upstream_body
+        body["max_completion_tokens"] = min(body["max_completion_tokens"], paid)
 
 
 def plan_call(
@@ -98,27 +158,29 @@ def plan_call(
     *,
     legacy_answer: bool = False,
     extensions: Mapping[str, Any] | None = None,
+    lower_to_limit: bool = False,
 ) -> ChatPlan:
-    """`bound` covers `choice.routes`; routes whose output limit is below the request's
-    `max_completion_tokens` (or `max_tokens`) are left out (all of them: 400 naming the field
-    the client sent), and so are those whose provider does not take the client's
-    `extensions` (all of them: 400 naming each field the first route does not take)."""
+    """`bound` covers `choice.routes`; routes whose provider does not take the client's
+    `extensions` are left out (all of them: 400 naming each field the first route does not
+    take), and so are routes whose output limit is below the request's `max_completion_tokens`
+    (or `max_tokens`). When that leaves none: 400 naming the field the client sent, or with
+    `lower_to_limit` (the client's dialect lowers it, see `ChatDialect.lowers_max_tokens`)
+    every route is kept and asked for its own limit."""
     requested = _requested(request)
     routes = choice.routes
     if extensions:
         routes = _taking(routes, extensions)
     if requested is not None and requested > bound.min_output_tokens:
-        routes = tuple(r for r in routes if r.model.max_output_tokens >= requested)
-        if not routes:
-            field = "max_tokens" if request.max_tokens is not UNSET else "max_completion_tokens"
-            detail = ErrorDetail(
-                field=field,
-                message=f"is {requested}, more than this model's limit of "
-                f"{bound.max_output_tokens}",
-            )
-            raise InvalidRequest(fields_message([detail]), details=[detail])
-        bound = HoldBound.over(routes, [bound.price])
-    body = _body(request, routes[0], requested, extensions)
+        fitting = tuple(r for r in routes if r.model.max_output_tokens >= requested)
+        if fitting:
+            routes = fitting
+            bound = HoldBound.over(routes, [bound.price])
+        elif lower_to_limit:
+            requested = bound.max_output_tokens
+        else:
+            raise _over_limit(request, requested, bound)
+    limit = routes[0].model.max_output_tokens
+    body = _body(request, routes[0], min(requested or limit, limit), extensions)
     stream = "stream" in body
     options = request.stream_options
     include_usage = bool(stream and options and options.include_usage)
@@ -127,6 +189,9 @@ def plan_call(
         request=request,
         choice=choice,
         routes=routes,
+        completion_tokens=requested or bound.max_output_tokens,
+        choices=body.get("n") or 1,
+        output_units_per_mtok=bound.price.output_units_per_mtok,
         upstream_body=body,
         stream=stream,
         include_usage=include_usage,
@@ -166,6 +231,20 @@ def keep_native_routes(plan: ChatPlan, native: NativeRequest) -> None:
     plan.routes = routes
 
 
+def _over_limit(request: ChatRequest, requested: int, bound: HoldBound) -> InvalidRequest:
+    detail = ErrorDetail(
+        field=limit_field(request),
+        message=f"is {requested}, more than this model's limit of {bound.max_output_tokens}",
+    )
+    return InvalidRequest(fields_message([detail]), details=[detail])
+
+
+def limit_field(request: ChatRequest) -> str:
+    """The request's output limit as the client named it (a Messages call's `max_tokens` is
+    the chat request's `max_tokens`)."""
+    return "max_tokens" if request.max_tokens is not UNSET else "max_completion_tokens"
+
+
 def _requested(request: ChatRequest) -> int | None:
     """`max_tokens` (legacy) or `max_completion_tokens`; validation made them agree."""
     value = request.max_tokens or request.max_completion_tokens
@@ -175,7 +254,7 @@ def _requested(request: ChatRequest) -> int | None:
 def _body(
     request: ChatRequest,
     route: Route,
-    requested: int | None,
+    max_tokens: int,
     extensions: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = msgspec.to_builtins(request)
@@ -184,7 +263,7 @@ def _body(
     options = body.pop("model_options", None)
     body["model"] = route.model.upstream_model
     body.pop("max_tokens", None)
-    body["max_completion_tokens"] = requested or route.model.max_output_tokens
+    body["max_completion_tokens"] = max_tokens
     if body.get("stream"):
         body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
     else:

@@ -57,6 +57,7 @@ from gateway.chat.plan import (
     HoldBound,
     chat_needs,
     keep_native_routes,
+    limit_field,
     options_problems,
     plan_call,
 )
@@ -146,6 +147,7 @@ class ChatService:
                 body_size,
                 legacy_answer=legacy,
                 extensions=extensions,
+                lower_to_limit=dialect.lowers_max_tokens,
             )
             if native is not None and native.problems:
                 keep_native_routes(plan, native)
@@ -170,7 +172,12 @@ class ChatService:
             )
             try:
                 admitted = await self._gatekeeper.admit(
-                    call, hold_units=plan.hold_units, hold_seconds=self._hold_seconds
+                    call,
+                    hold_units=plan.hold_units,
+                    hold_seconds=self._hold_seconds,
+                    min_hold_units=plan.min_hold_units(),
+                    min_tokens_reserved=plan.min_tokens_reserved(),
+                    limit_field=limit_field(request),
                 )
             except StoreUnavailable:
                 # It may still reach the store: release it then, and fence it if it comes later.
@@ -185,6 +192,9 @@ class ChatService:
                     route=reply.headers.get(ROUTE_HEADER),
                     rate=rate,
                 )
+            if 0 < admitted.hold_units < plan.hold_units:  # wallet-bounded: ask what it pays
+                plan.hold_granted(admitted.hold_units)
+                call = msgspec.structs.replace(call, tokens_reserved=admitted.tokens_reserved)
             return await self._run(
                 call, plan, tenant.credits_per_usd, body_size, dialect, native, rate, started
             )
@@ -249,7 +259,7 @@ class ChatService:
                 speaker = native.upstream(route.provider)
             if speaker is not None:
                 assert native is not None
-                body = native.body_for(route.model.upstream_model)
+                body = native.body_for(route.model.upstream_model, plan.lowered_for(route))
             elif body is None or route is not routes[0]:
                 body = plan.body_for(route)
             job: StreamJob | None = None
@@ -337,6 +347,7 @@ class ChatService:
                     rate=rate,
                     upstream_seconds=waited,
                     dropped=dropped,
+                    max_tokens=job.max_tokens,
                 )
             assert completion is not None
             note = route_taken(plan, route, failed)
@@ -352,7 +363,8 @@ class ChatService:
                 payload, charge = completion_answer(
                     call, route, price, credits_per_usd, body_size, completion, dialect
                 )
-            await self.settle(call, route, charge, kept_reply(call, route, note, payload))
+            lowered = plan.lowered_for(route)
+            await self.settle(call, route, charge, kept_reply(call, route, note, payload, lowered))
             return ChatCompleted(
                 body=payload,
                 model=route.model.id,
@@ -360,6 +372,7 @@ class ChatService:
                 rate=rate,
                 upstream_seconds=waited,
                 dropped=dropped,
+                max_tokens=lowered,
             )
         await self._finisher.release(Release(call=call))
         if last is None:

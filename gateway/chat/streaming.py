@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from gateway.billing.pricing import ChatPrice
 from gateway.chat.framing import StreamFramer
 from gateway.chat.legacy_functions import to_legacy_chunk
-from gateway.chat.outcomes import MODEL_HEADER, ROUTE_HEADER
+from gateway.chat.outcomes import reply_headers
 from gateway.chat.plan import ChatPlan
 from gateway.chat.usage import Charge, charge_for, usage_fields
 from gateway.logging import get_logger
@@ -76,6 +76,8 @@ class StreamJob:
         self._price = price
         self.note = note
         """How the call was routed (`x-gateway-route`), kept with an idempotent reply."""
+        self.max_tokens = plan.lowered_for(route)
+        """The lowered output limit the upstream was sent (`x-gateway-max-tokens`), or None."""
         self._credits_per_usd = credits_per_usd
         self._body_size = body_size
         self._upstream = upstream
@@ -169,7 +171,7 @@ class StreamJob:
                         status=200,
                         content_type=self._framer.content_type,
                         body=b"".join(self._kept),
-                        headers={MODEL_HEADER: self._route.model.id, ROUTE_HEADER: self.note},
+                        headers=reply_headers(self._route.model.id, self.note, self.max_tokens),
                     )
         except Exception as exc:
             self._route.scrub(exc)  # before it is logged or shown: it may quote a credential

@@ -47,6 +47,7 @@ class OpenAIChat:
 
     name = "openai"
     path = "/v1/chat/completions"
+    lowers_max_tokens = False  # a limit above the model's is a 400, as OpenAI answers it
 
     def new_id(self) -> str:
         return new_completion_id()

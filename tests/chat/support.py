@@ -48,11 +48,9 @@ class RecordingGatekeeper(Gatekeeper):
         super().__init__(store)
         self.holds: list[int] = []
 
-    async def admit(
-        self, call: Call, *, hold_units: int = 0, hold_seconds: int = 900
-    ) -> AdmissionResult:
+    async def admit(self, call: Call, *, hold_units: int = 0, **rest: Any) -> AdmissionResult:
         self.holds.append(hold_units)
-        return await super().admit(call, hold_units=hold_units, hold_seconds=hold_seconds)
+        return await super().admit(call, hold_units=hold_units, **rest)
 
 
 _REQUEST = msgspec.json.Decoder(ChatRequest)

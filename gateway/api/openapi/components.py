@@ -85,6 +85,12 @@ HEADERS: dict[str, dict[str, Any]] = {
         "description": "How the call was routed: `pinned`, `auto` or the fallbacks taken.",
         "schema": {"type": "string"},
     },
+    "x-gateway-max-tokens": {
+        "description": "Present when the gateway lowered the output limit below the "
+        "request's: the `max_completion_tokens` the model was sent, all the wallet's available "
+        "credits pay for (the answer may end with `finish_reason: length`).",
+        "schema": {"type": "integer", "minimum": 1},
+    },
     "Location": {"description": "The new task's URL.", "schema": {"type": "string"}},
     "Idempotent-Replayed": {
         "description": "Present on a replay of a stored answer (same Idempotency-Key and body).",

@@ -26,6 +26,7 @@ class AnthropicMessages:
 
     name = "anthropic"
     path = "/v1/messages"
+    lowers_max_tokens = True  # Claude Code asks 32,000 of every model
 
     def new_id(self) -> str:
         return new_message_id()
@@ -94,12 +95,15 @@ class MessagesCall:
         speaker = speaks_messages(provider)
         return None if speaker is None else MessagesUpstream(speaker, self._headers)
 
-    def body_for(self, upstream_model: str) -> dict[str, Any]:
+    def body_for(self, upstream_model: str, max_tokens: int | None = None) -> dict[str, Any]:
         body = dict(self.request)
         body["model"] = upstream_model
+        if max_tokens is not None and body.get("max_tokens", 0) > max_tokens:
+            body["max_tokens"] = max_tokens
         return body
 
-    count_body = body_for
+    def count_body(self, upstream_model: str) -> dict[str, Any]:
+        return self.body_for(upstream_model)
 
     def framer(self, *, call_id: str, model: str) -> NativeEventFramer:
         return NativeEventFramer(call_id=call_id, model=model)
