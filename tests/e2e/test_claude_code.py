@@ -80,6 +80,15 @@ pricing = {{ input_usd_per_mtok = 3, cached_input_usd_per_mtok = 0.3, \
 cache_write_usd_per_mtok = 3.75, output_usd_per_mtok = 15 }}
 
 [[models]]
+id = "claude-sonnet-8k"
+provider = "claude"
+upstream_model = "claude-sonnet-4-5"
+capability = "chat"
+markup = 1000
+max_output_tokens = 8192
+pricing = {{ input_usd_per_mtok = 3, output_usd_per_mtok = 15 }}
+
+[[models]]
 id = "claude-chat"
 provider = "claude"
 upstream_model = "claude-chat"
@@ -399,3 +408,31 @@ def _usage(prompt: int, completion: int) -> dict[str, Any]:
         "total_tokens": prompt + completion,
     }
     return {**_chunk({}), "choices": [], "usage": usage}
+
+
+def test_a_lowered_max_tokens_keeps_claude_codes_thinking_budget_below_it(
+    gateway: GatewayProcess, upstreams: Upstreams
+) -> None:
+    """Claude Code asks a model it knows for `max_tokens: 32000` with thinking of
+    `budget_tokens: 31999` (recorded). On a route whose limit is lower the gateway lowers
+    `max_tokens`; Anthropic refuses a budget that is not below it, so the budget comes down too."""
+    fake = upstreams.anthropic
+    fake.requests.clear()
+    (session,) = [
+        s for s in load("claude_code_requests")["sessions"] if s["model"] == "claude-sonnet-4-5"
+    ]
+    request = session["requests"][0]
+    body = json.loads(request["body"])
+    assert (body["max_tokens"], body["thinking"]["budget_tokens"]) == (32000, 31999)
+    assert gateway.api_key
+    with httpx.Client(base_url=_root(gateway), timeout=30) as http:
+        answer = http.post(
+            request["path"],
+            json={**body, "model": "claude-sonnet-8k"},
+            headers={**request["headers"], "x-api-key": gateway.api_key},
+        )
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-gateway-max-tokens"] == "8192"
+    (sent,) = fake.requests
+    assert sent.json["max_tokens"] == 8192
+    assert 1024 <= sent.json["thinking"]["budget_tokens"] < 8192
