@@ -18,6 +18,7 @@ shared Redis is left as it was.
 
     python bench/store_bench.py --backend sqlite --pairs 50000   # WAL bounded under load?
     python bench/store_bench.py --backend sqlite --pairs 50000 --rate 1700   # paced
+    python bench/store_bench.py --bounded    # every admit wallet-bounded (holds all available)
 """
 
 from __future__ import annotations
@@ -51,7 +52,10 @@ _LIMITS = RateLimits(requests_per_minute=10_000_000, tokens_per_minute=1_000_000
 _REPLY = StoredReply(status=200, content_type="application/json", body=b'{"id":"x"}' * 40)
 
 
-async def _pair(store: Store, i: int) -> None:
+_WALLET = 10**15
+
+
+async def _pair(store: Store, i: int, bounded: bool = False) -> None:
     claim = IdempotencyClaim(scope=f"bench:POST:/v1/chat/completions:{i}", fingerprint="fp")
     call = Call(
         tenant="bench",
@@ -62,7 +66,13 @@ async def _pair(store: Store, i: int) -> None:
         tokens_reserved=1200,
         idempotency=claim,
     )
-    result = await store.admit(Admission(call=call, hold_units=500))
+    if bounded:  # a hold above the wallet, a minimum within it: the store holds all it has
+        admission = Admission(
+            call=call, hold_units=_WALLET * 10, min_hold_units=500, min_tokens_reserved=600
+        )
+    else:
+        admission = Admission(call=call, hold_units=500)
+    result = await store.admit(admission)
     if result.outcome is not AdmissionOutcome.ADMITTED:
         raise RuntimeError(f"unexpected outcome {result.outcome}")
     await store.settle(Settlement(call=call, charge_units=320, tokens_used=700, reply=_REPLY))
@@ -85,14 +95,17 @@ class Numbers(NamedTuple):
 _CHUNK = 2000
 
 
-async def bench(store: Store, pairs: int, wal: Path | None = None, rate: float = 0) -> Numbers:
+async def bench(
+    store: Store, pairs: int, wal: Path | None = None, rate: float = 0, bounded: bool = False
+) -> Numbers:
     """Sequential pairs after a short warm-up; `wal` is a -wal file to watch (every 100 pairs).
 
-    `rate` > 0 paces the pairs (per second), as requests arriving at that rate would.
+    `rate` > 0 paces the pairs (per second), as requests arriving at that rate would;
+    `bounded`: every admission is wallet-bounded.
     """
-    await store.grant("bench", 10**15, entry_id="bench:grant", reason="bench")
+    await store.grant("bench", _WALLET, entry_id="bench:grant", reason="bench")
     for i in range(200):
-        await _pair(store, -1 - i)
+        await _pair(store, -1 - i, bounded)
         await asyncio.sleep(0)
     walls: list[float] = []
     chunk_cpu: list[float] = []
@@ -101,7 +114,7 @@ async def bench(store: Store, pairs: int, wal: Path | None = None, rate: float =
     chunk0 = cpu0
     for i in range(pairs):
         t0 = time.perf_counter()
-        await _pair(store, i)
+        await _pair(store, i, bounded)
         walls.append(time.perf_counter() - t0)
         # A server yields between requests: background tasks (the WAL checkpoint) run.
         await asyncio.sleep(max(0.0, wall0 + (i + 1) / rate - time.perf_counter()) if rate else 0)
@@ -134,21 +147,22 @@ def _size(path: Path | None) -> int:
         return 0
 
 
-async def _run(backend: str, pairs: int, redis_url: str, rate: float) -> None:
+async def _run(backend: str, pairs: int, redis_url: str, rate: float, bounded: bool) -> None:
     if backend in ("sqlite", "all"):
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "bench.db"
             store = SqliteStore(path)
             await store.open()
             try:
-                _report("sqlite", pairs, await bench(store, pairs, Path(f"{path}-wal"), rate))
+                numbers = await bench(store, pairs, Path(f"{path}-wal"), rate, bounded)
+                _report("sqlite", pairs, numbers)
             finally:
                 await store.close()
     if backend in ("redis", "all"):
         redis_store = RedisStore(redis_url, prefix=f"bench:{uuid.uuid4().hex}:")
         await redis_store.open()
         try:
-            _report("redis", pairs, await bench(redis_store, pairs, rate=rate))
+            _report("redis", pairs, await bench(redis_store, pairs, rate=rate, bounded=bounded))
         finally:
             client = redis_store.client
             keys = [k async for k in client.scan_iter(match=redis_store.keys.pattern())]
@@ -177,11 +191,12 @@ def main() -> None:
     parser.add_argument("--backend", choices=["sqlite", "redis", "all"], default="all")
     parser.add_argument("--pairs", type=int, default=2000)
     parser.add_argument("--rate", type=float, default=0, help="pairs per second (0: flat out)")
+    parser.add_argument("--bounded", action="store_true", help="wallet-bounded admissions")
     parser.add_argument(
         "--redis-url", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
     )
     args = parser.parse_args()
-    asyncio.run(_run(args.backend, args.pairs, args.redis_url, args.rate))
+    asyncio.run(_run(args.backend, args.pairs, args.redis_url, args.rate, args.bounded))
 
 
 if __name__ == "__main__":

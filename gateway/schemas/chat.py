@@ -130,7 +130,10 @@ REQUEST_RULES: dict[str, Any] = {
         ),
     ],
     "dependentRequired": {"parallel_tool_calls": ["tools"]},
-    "description": "Also refused (400): `max_tokens` and `max_completion_tokens` with different "
+    "description": "Extension fields (top-level fields beyond these, such as vLLM's `top_k`, "
+    "`min_p` or `repetition_penalty`) go to OpenAI and OpenAI-compatible upstreams as sent, are "
+    "translated where the model's upstream has them (`top_k`), and are otherwise a 400 naming "
+    "them. Also refused (400): `max_tokens` and `max_completion_tokens` with different "
     "values; a `tool_choice` naming no tool of `tools` (a `function_call` no function of "
     "`functions`); a completion size above the model's output limit. The legacy `functions` "
     "and `function_call` are taken as `tools` and `tool_choice`, and answered as OpenAI "

@@ -38,6 +38,7 @@ EXCLUDED = {
     "/api/hello",  # Claude Code's start-up probe (gateway/api/hello.py), not an API
     "/v1/messages",  # Anthropic's Messages API, described by Anthropic's reference
     "/v1/messages/count_tokens",
+    "/",  # the front door Claude Code probes (`gateway.api.root`), not an operation
 }
 """Besides these, the Planned paths (501) are left out: the spec's public description lists
 only callable endpoints."""

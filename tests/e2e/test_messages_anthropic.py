@@ -340,3 +340,46 @@ def test_the_sdks_beta_messages_are_served_too(
     assert sent.headers["anthropic-beta"] == (
         "interleaved-thinking-2025-05-14,context-management-2025-06-27"
     )
+
+
+CLAUDE_CODE_TURNS: list[dict[str, Any]] = [
+    {"role": "user", "content": "Fix the bug."},
+    {"role": "assistant", "content": [text("Looking.")]},
+    {"role": "system", "content": "The user changed a.py; re-read it before editing."},
+    {
+        "role": "user",
+        "content": [
+            {"type": "document", "source": {"type": "file", "file_id": "file_011CNha8i"}},
+        ],
+    },
+    {"role": "assistant", "content": [text("Read it.")]},
+    {"role": "user", "content": [{"type": "future_block_20270101", "payload": {"x": 1}}]},
+]
+
+
+def test_what_anthropic_takes_today_passes_through_as_written(
+    client: anthropic.Anthropic, upstream: FakeAnthropic
+) -> None:
+    """A mid-conversation system message, a turn of one document, a block type this gateway
+    does not know, fields it does not know, and nulls: forwarded as the client wrote them."""
+    extra = {
+        "context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]},
+        "speed": None,
+        "diagnostics": {"level": "basic"},
+    }
+    raw = client.beta.messages.with_raw_response.create(
+        model="claude-chat",
+        max_tokens=50,
+        messages=CLAUDE_CODE_TURNS,  # type: ignore[arg-type]
+        extra_body=extra,
+    )
+    assert raw.http_response.status_code == 200
+    assert raw.parse().id.startswith("msg_")
+    assert "x-gateway-dropped-fields" not in raw.http_response.headers
+    sent = upstream.requests[-1].json
+    assert sent == {
+        "model": "claude-sonnet-4-0",
+        "max_tokens": 50,
+        "messages": CLAUDE_CODE_TURNS,
+        **extra,
+    }

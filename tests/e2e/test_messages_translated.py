@@ -16,6 +16,7 @@ import pytest
 
 from tests.fakes.openai_upstream import FakeOpenAI, Reply, StreamReply
 from tests.support.gateway_process import GatewayProcess, start_gateway
+from tests.support.waiting import wait_until
 
 CONFIG = """
 [gateway]
@@ -289,3 +290,105 @@ def test_count_tokens_is_the_gateways_estimate(
     assert answer.status_code == 200, answer.text
     assert answer.json() == {"input_tokens": len(raw) // 4 + 1}
     assert client.messages.count_tokens(model="auto", messages=HELLO).input_tokens > 0
+
+
+def test_a_mid_conversation_system_message_is_answered_and_the_tuning_fields_named(
+    client: anthropic.Anthropic, upstream: FakeOpenAI, gateway: GatewayProcess
+) -> None:
+    """As Claude Code sends a conversation: a `system` message mid-way, `context_management`
+    and `speed: null`; the simulator answers, and OpenAI is sent the instruction in place."""
+    turns: list[dict[str, Any]] = [
+        *HELLO,
+        {"role": "assistant", "content": "Hello."},
+        {"role": "system", "content": "Answer in French from now on."},
+        {"role": "user", "content": "And now?"},
+    ]
+    extra = {"context_management": {"edits": []}, "speed": None}
+    answers = []
+    for model in ("sim-chat-1", "up-chat"):
+        raw = client.beta.messages.with_raw_response.create(
+            model=model,
+            max_tokens=64,
+            messages=turns,  # type: ignore[arg-type]
+            extra_body=extra,
+        )
+        answers.append(raw)
+        answer = raw.parse()
+        assert raw.http_response.headers["x-gateway-dropped-fields"] == "context_management"
+        assert answer.id.startswith("msg_") and answer.content[0].type == "text"
+    sent = upstream.requests[-1].json
+    assert sent["messages"][2] == {"role": "system", "content": "Answer in French from now on."}
+    assert "context_management" not in sent and "speed" not in sent
+    request_ids = [raw.http_response.headers["x-request-id"] for raw in answers]
+
+    def logged() -> list[Any]:
+        by_id = {record.get("request_id"): record for record in gateway.log_records()}
+        return [by_id[rid].get("dropped_fields") for rid in request_ids if rid in by_id]
+
+    assert wait_until(logged, lambda seen: len(seen) == 2, what="the log lines") == [
+        "context_management",
+        "context_management",
+    ]
+
+
+def test_message_start_counts_the_prompt_and_the_last_delta_has_the_credits(
+    client: anthropic.Anthropic,
+) -> None:
+    events: list[Any] = []
+    with client.messages.stream(model="sim-chat-1", max_tokens=32, messages=HELLO) as stream:
+        events = list(stream)
+        final = stream.get_final_message()
+    start = events[0]
+    assert start.type == "message_start" and start.message.id.startswith("msg_")
+    assert start.message.usage.input_tokens > 0
+    assert start.message.usage.input_tokens == final.usage.input_tokens
+    (delta,) = [event for event in events if event.type == "message_delta"]
+    assert (delta.usage.model_extra or {})["credits"]
+
+
+def test_a_tool_call_directive_drives_one_round_of_an_agent_loop(
+    client: anthropic.Anthropic,
+) -> None:
+    """`[[sim:tool_call]]` applies to the turn it is in: after the tool's result the model
+    answers, so a loop driven by it ends."""
+    turns: list[Any] = [{"role": "user", "content": "What is the weather? [[sim:tool_call]]"}]
+    first = client.messages.create(
+        model="sim-chat-1", max_tokens=64, messages=turns, tools=[WEATHER]
+    )
+    assert first.stop_reason == "tool_use"
+    (use,) = [block for block in first.content if block.type == "tool_use"]
+    turns += [
+        {"role": "assistant", "content": first.content},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "4C"}],
+        },
+    ]
+    second = client.messages.create(
+        model="sim-chat-1", max_tokens=64, messages=turns, tools=[WEATHER]
+    )
+    assert second.stop_reason in ("end_turn", "max_tokens")
+    assert [block.type for block in second.content] == ["text"]
+
+
+def test_a_json_schema_goes_to_openai_as_written(
+    client: anthropic.Anthropic, upstream: FakeOpenAI
+) -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    client.messages.create(
+        model="up-chat",
+        max_tokens=64,
+        messages=HELLO,
+        extra_body={"output_config": {"format": {"type": "json_schema", "schema": schema}}},
+    )
+    sent = upstream.requests[-1].json["response_format"]
+    assert sent == {"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}
+
+
+def test_the_front_door_answers_as_anthropics_does(gateway: GatewayProcess) -> None:
+    """Claude Code probes `HEAD /` at every start."""
+    with httpx.Client(base_url=gateway.base_url.removesuffix("/v1")) as http:
+        head = http.head("/")
+        assert head.status_code == 200 and head.content == b""
+        got = http.get("/")
+        assert got.status_code == 200 and got.json()["object"] == "gateway"

@@ -209,7 +209,7 @@ def test_legacy_functions_are_answered_with_function_call(client: openai.OpenAI)
         (
             {"extra_body": {"colour": "blue"}},
             "colour",
-            "unknown field; model-specific options go in model_options",
+            "not supported by this model's upstream",
         ),
         ({"max_tokens": 10**7}, "max_tokens", "is 10000000, more than this model's limit of 512"),
         ({"n": "three"}, "n", "expected an integer or null, got a string"),
@@ -226,6 +226,22 @@ def test_errors_name_the_field_as_sent(
     assert error["details"] == [{"field": field, "message": message}]
     assert error["message"] == f"{field}: {message}"
     assert "max_completion_tokens" not in json.dumps(error) or field != "max_tokens"
+
+
+def test_an_extension_field_the_upstream_takes_is_served(client: openai.OpenAI) -> None:
+    """vLLM's `top_k` in `extra_body`: the simulator takes it (as Anthropic's and Gemini's
+    adapters translate it); `min_p` beside it is named as not taken."""
+    answer = client.chat.completions.create(
+        model=MODEL, messages=QUESTION, max_tokens=16, extra_body={"top_k": 40}
+    )
+    assert answer.choices[0].message.content
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(
+            model=MODEL, messages=QUESTION, extra_body={"top_k": 40, "min_p": 0.05}
+        )
+    assert caught.value.body["details"] == [  # type: ignore[index]
+        {"field": "min_p", "message": "not supported by this model's upstream"}
+    ]
 
 
 def test_planned_endpoints_are_not_retried_by_the_sdk(gateway: GatewayProcess) -> None:
