@@ -37,6 +37,12 @@ class ChatDialect(Protocol):
         ...
 
     @property
+    def limit_field(self) -> str | None:
+        """The request's output limit as the dialect names it, for the errors that advise on
+        it; None: the name the client used (OpenAI's chat takes two)."""
+        ...
+
+    @property
     def lowers_max_tokens(self) -> bool:
         """True: an output limit above a model's is lowered to the model's (the answer says
         so in `x-gateway-max-tokens`); False: it is a 400 naming the field."""

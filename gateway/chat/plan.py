@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
 import msgspec
@@ -127,8 +127,10 @@ class ChatPlan:
         choice: the full hold less the output it leaves out (rounded so that it still covers
         what it keeps). Equal to `hold_units` when the call asks no more than that."""
         left_out = self.completion_tokens - min(self.completion_tokens, MIN_HELD_OUTPUT_TOKENS)
-        cost = Decimal(left_out * self.choices) * self.output_units_per_mtok / _MILLION
-        return self.hold_units - int(cost.to_integral_value(rounding=ROUND_FLOOR))
+        if left_out == 0:
+            return self.hold_units
+        cost = Decimal(left_out * self.choices) * self.output_units_per_mtok
+        return self.hold_units - int(cost // _MILLION)  # rounded down: the rest stays held
 
     def min_tokens_reserved(self) -> int:
         """The token reservation that goes with `min_hold_units`."""
@@ -136,10 +138,11 @@ class ChatPlan:
         return self.tokens_reserved - left_out * self.choices
 
     def hold_granted(self, granted: int) -> None:
-        """Admission held `granted` units: when it is less than `hold_units`, the output tokens
-        per choice it pays for (`paid_tokens`), and the first body asks no more. The prompt's
-        part of the hold is what it holds beyond `completion_tokens`, so this holds whatever
-        bounds the prompt: `paid_tokens` x choices x the output price <= granted - that part."""
+        """Admission held `granted` units: when that is less than `hold_units`, `paid_tokens`
+        becomes the output tokens per choice it pays for, and the first body asks no more.
+        The prompt's part of any hold is at most `hold_units` less the price of the whole
+        `completion_tokens`, so `completion_tokens` less ceil((hold_units - granted) / the
+        price of a token per choice) is paid for, however the prompt was bounded."""
         price = self.output_units_per_mtok
         if granted >= self.hold_units or price <= 0:
             return

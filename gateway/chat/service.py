@@ -177,7 +177,7 @@ class ChatService:
                     hold_seconds=self._hold_seconds,
                     min_hold_units=plan.min_hold_units(),
                     min_tokens_reserved=plan.min_tokens_reserved(),
-                    limit_field=limit_field(request),
+                    limit_field=dialect.limit_field or limit_field(request),
                 )
             except StoreUnavailable:
                 # It may still reach the store: release it then, and fence it if it comes later.

@@ -47,6 +47,7 @@ class OpenAIChat:
 
     name = "openai"
     path = "/v1/chat/completions"
+    limit_field = None  # max_tokens or max_completion_tokens, as the client sent it
     lowers_max_tokens = False  # a limit above the model's is a 400, as OpenAI answers it
 
     def new_id(self) -> str:

@@ -92,7 +92,8 @@ def test_insufficient_credits_is_402_and_costs_nothing(gateway: GatewayProcess) 
     details = {d["field"]: d["message"] for d in error["details"]}
     assert details["available_credits"] == "0.0000"
     assert Decimal(details["hold_credits"]) > 0  # what the call needed
-    assert "max_completion_tokens" in details and "max_completion_tokens" in error["message"]
+    # the output limit as the client named it (the legacy max_tokens here)
+    assert "max_tokens" in details and "smaller max_tokens" in error["message"]
     assert wallet(gateway, key)["balance_credits"] == "0.0000"
     assert ledger(gateway, key)[0]["kind"] == "adjustment"
 

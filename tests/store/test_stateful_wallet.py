@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule
@@ -176,41 +177,55 @@ class WalletMachine(StatefulMachine):
             idempotency=claim,
         )
 
-    def expect_admission(self, adm: Admission) -> tuple[AdmissionOutcome, StoredReply | None]:
-        """Apply `adm` to the model (docs/store.md, `admit`): the outcome and the replay."""
+    def expect_admission(
+        self, adm: Admission
+    ) -> tuple[AdmissionOutcome, StoredReply | None, int, int]:
+        """Apply `adm` to the model (docs/store.md, `admit`): the outcome, the replay, and the
+        hold placed and tokens reserved (0, 0 unless admitted)."""
         call, now = adm.call, self.b.now
         key, claim = call.api_key_id, call.idempotency
         rpm, tpm = call.limits.requests_per_minute, call.limits.tokens_per_minute
         r, t = self.bucket_levels(key)
         take = 1 if rpm > 0 else 0
         if rpm > 0 and r < 1:
-            return A.RATE_LIMITED, None
+            return A.RATE_LIMITED, None, 0, 0
         if claim is not None and (rec := self.record(claim.scope)) is not None:
             self.save(key, r - take, t)
             if rec.fingerprint != claim.fingerprint:
-                return A.KEY_REUSED, None
+                return A.KEY_REUSED, None, 0, 0
             if rec.reply is not None:
-                return A.REPLAY, rec.reply
-            return A.IN_PROGRESS, None
-        need = min(call.tokens_reserved, tpm) if tpm > 0 else 0
+                return A.REPLAY, rec.reply, 0, 0
+            return A.IN_PROGRESS, None, 0, 0
+        # The wallet-bounded hold: all that is available when that is short of the hold but
+        # covers its minimum, with tokens in proportion.
+        hold, least = adm.hold_units, adm.min_hold_units
+        available = self.model.available(call.tenant, now)
+        granted, tokens = hold, call.tokens_reserved
+        if hold > 0 and hold > available:
+            granted = available if 0 < least < hold and least <= available else 0
+            fewest = adm.min_tokens_reserved
+            if granted > 0 and fewest < tokens:
+                tokens = fewest + (granted - least) * (tokens - fewest) // (hold - least)
+        need = min(tokens, tpm) if tpm > 0 else 0
         if tpm > 0 and t < need:
-            return A.RATE_LIMITED, None
-        if adm.hold_units > 0 and adm.hold_units > self.model.available(call.tenant, now):
+            return A.RATE_LIMITED, None, 0, 0
+        if hold > 0 and granted == 0:
             self.save(key, r - take, t)
-            return A.INSUFFICIENT_CREDITS, None
+            return A.INSUFFICIENT_CREDITS, None, 0, 0
         self.save(key, r - take, t - need)
-        if adm.hold_units > 0:
-            self.model.holds[call.call_id] = _hold(adm, now)
+        if granted > 0:
+            self.model.holds[call.call_id] = Hold(call.tenant, granted, now + adm.hold_seconds)
         if claim is not None:
             self.records[claim.scope] = Record(
                 claim.fingerprint, call.call_id, now + claim.lease_seconds
             )
         keep = max(
-            adm.hold_seconds if adm.hold_units > 0 else 0,
+            adm.hold_seconds if granted > 0 else 0,
             claim.lease_seconds if claim is not None else 0,
         )
-        self.calls[call.call_id] = CallState(call, "admitted", now + (keep or 900))
-        return A.ADMITTED, None
+        admitted = msgspec.structs.replace(call, tokens_reserved=tokens)  # as the service does
+        self.calls[call.call_id] = CallState(admitted, "admitted", now + (keep or 900))
+        return A.ADMITTED, None, granted, tokens
 
     def calls_in(self, *states: str) -> list[CallState]:
         return [c for c in self.calls.values() if c.state in states]
@@ -244,6 +259,7 @@ class WalletMachine(StatefulMachine):
         tenant=st.sampled_from(TENANTS),
         key=st.sampled_from(sorted(LIMITS)),
         hold=st.sampled_from([0, 1, 500, 5_000, 60_000]),
+        least=st.sampled_from([0, 1, 300, 4_000]),
         hold_seconds=st.sampled_from([15, 60, 900]),
         idem=st.none() | st.tuples(st.sampled_from(SCOPES), st.sampled_from(FINGERPRINTS)),
         lease=st.sampled_from([60, 900]),
@@ -254,24 +270,31 @@ class WalletMachine(StatefulMachine):
         tenant: str,
         key: str,
         hold: int,
+        least: int,
         hold_seconds: int,
         idem: tuple[str, str] | None,
         lease: int,
         tokens: int,
     ) -> None:
+        """An admission, wallet-bounded when `least` is above 0 and below `hold`."""
         self.step("admit")
         adm = Admission(
             call=self.make_call(tenant, key, idem, lease, tokens),
             hold_units=hold,
             hold_seconds=hold_seconds,
+            min_hold_units=least,
+            min_tokens_reserved=tokens // 3,
         )
         available = self.model.available(tenant, self.b.now)
-        expected, reply = self.expect_admission(adm)
+        expected, reply, granted, reserved = self.expect_admission(adm)
         result = self.run(self.store.admit(adm))
-        self.saw(f"admit {result.outcome.value}")
+        bounded = 0 < granted < hold
+        self.saw(f"admit {result.outcome.value}{' bounded' if bounded else ''}")
         assert result.outcome is expected, (result.outcome, expected)
         assert result.reply == reply
         assert result.available_units == available
+        assert (result.hold_units, result.tokens_reserved) == (granted, reserved)
+        assert result.hold_units <= max(available, 0)  # never more than the wallet had
         if key == "k-tight":
             r, t = self.bucket_levels(adm.call.api_key_id)
             remaining = (result.rate.remaining_requests, result.rate.remaining_tokens)
@@ -400,10 +423,6 @@ class WalletMachine(StatefulMachine):
                 assert self.run(self.store.wallet(tenant)).held_units == 0
         finally:
             super().teardown()
-
-
-def _hold(adm: Admission, now: float) -> Hold:
-    return Hold(adm.call.tenant, adm.hold_units, now + adm.hold_seconds)
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "redis"])

@@ -26,6 +26,7 @@ class AnthropicMessages:
 
     name = "anthropic"
     path = "/v1/messages"
+    limit_field = "max_tokens"
     lowers_max_tokens = True  # Claude Code asks 32,000 of every model
 
     def new_id(self) -> str:

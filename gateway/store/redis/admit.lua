@@ -24,7 +24,8 @@ if hold > 0 and hold > available then
     granted = available
     local min_tokens = tonumber(ARGV[13])
     if min_tokens < tokens then
-      tokens = min_tokens + math.floor((granted - min_hold) * (tokens - min_tokens) / (hold - min_hold))
+      local share = (granted - min_hold) * (tokens - min_tokens) / (hold - min_hold)
+      tokens = min_tokens + math.floor(share)
     end
   end
 end
