@@ -16,12 +16,16 @@ from typing import Any, Protocol
 
 from gateway.chat.framing import StreamFramer
 from gateway.errors import ErrorDetail
+from gateway.ids import new_completion_id
 from providers.base import ChatCompletion, ChatStream
 
-__all__ = ["ChatDialect", "NativeRequest", "NativeUpstream"]
+__all__ = ["ChatDialect", "NativeRequest", "NativeUpstream", "dropped_fields", "new_call_id"]
 
 
 class ChatDialect(Protocol):
+    """A dialect whose answers have ids of their own form (Anthropic's `msg_...`) also has
+    `new_id() -> str`; without it an answer's id is a chat completion's (`new_call_id`)."""
+
     @property
     def name(self) -> str:
         """`openai` or `anthropic`: a label of the metrics and the log line (a bounded set)."""
@@ -30,10 +34,6 @@ class ChatDialect(Protocol):
     @property
     def path(self) -> str:
         """The endpoint: the scope of an Idempotency-Key, with the tenant and the key."""
-        ...
-
-    def new_id(self) -> str:
-        """A new answer's id, in the dialect's form (`chatcmpl_...`, `msg_...`)."""
         ...
 
     @property
@@ -67,6 +67,9 @@ class NativeUpstream(Protocol):
 
 
 class NativeRequest(Protocol):
+    """One that has fields only its dialect's upstreams take, which a call translated for
+    another goes without, names them as `dropped: tuple[str, ...]` (`dropped_fields`)."""
+
     @property
     def request(self) -> object:
         """The client's request as decoded: what an Idempotency-Key's fingerprint covers."""
@@ -76,12 +79,6 @@ class NativeRequest(Protocol):
     def problems(self) -> Sequence[ErrorDetail]:
         """What the service's request could not carry (each naming the client's field): with
         any, only routes that speak the dialect may serve the call."""
-        ...
-
-    @property
-    def dropped(self) -> tuple[str, ...]:
-        """The request's fields that only tune an upstream of the dialect: a call translated
-        for another upstream goes without them, and its outcome names them."""
         ...
 
     def upstream(self, provider: object) -> NativeUpstream | None:
@@ -101,3 +98,15 @@ class NativeRequest(Protocol):
         """A native answer (the gateway's id and model already in it) as the client's JSON,
         with the charge's `credits` fields added to its usage."""
         ...
+
+
+def new_call_id(dialect: ChatDialect) -> str:
+    """A new answer's id in the dialect's form (`ChatDialect`)."""
+    make = getattr(dialect, "new_id", None)
+    return new_completion_id() if make is None else str(make())
+
+
+def dropped_fields(native: NativeRequest) -> tuple[str, ...]:
+    """The fields a call translated for another upstream went without (`NativeRequest`)."""
+    dropped = getattr(native, "dropped", ())
+    return tuple(dropped)

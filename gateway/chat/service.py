@@ -41,7 +41,13 @@ from gateway.admission.idempotency import claim_for
 from gateway.auth import Caller
 from gateway.billing.pricing import ChatPrice
 from gateway.chat.answers import completion_answer, kept_reply, native_answer
-from gateway.chat.dialect import ChatDialect, NativeRequest, NativeUpstream
+from gateway.chat.dialect import (
+    ChatDialect,
+    NativeRequest,
+    NativeUpstream,
+    dropped_fields,
+    new_call_id,
+)
 from gateway.chat.framing import StreamFramer
 from gateway.chat.legacy_functions import to_legacy_completion
 from gateway.chat.outcomes import (
@@ -156,7 +162,7 @@ class ChatService:
             call = Call(
                 tenant=tenant.name,
                 api_key_id=caller.key_id,
-                call_id=dialect.new_id(),
+                call_id=new_call_id(dialect),
                 request_id=request_id,
                 limits=tenant.limits,
                 tokens_reserved=plan.tokens_reserved,
@@ -337,7 +343,7 @@ class ChatService:
             metrics.upstream_call(
                 route.model.provider, route.model.id, "chat", now - attempt_started
             )
-            dropped = native.dropped if native is not None and speaker is None else ()
+            dropped = dropped_fields(native) if native is not None and speaker is None else ()
             if job is not None:
                 metrics.first_token(route.model.id, now - started)
                 return ChatStreaming(

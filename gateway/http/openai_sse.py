@@ -10,7 +10,6 @@ import msgspec
 
 from gateway.errors import GatewayError
 from gateway.http.envelope import envelope_bytes
-from gateway.ids import new_completion_id
 
 __all__ = ["OPENAI_CHAT", "SSE_CONTENT_TYPE", "OpenAIChat", "OpenAIEventFramer"]
 
@@ -49,9 +48,6 @@ class OpenAIChat:
     path = "/v1/chat/completions"
     limit_field = None  # max_tokens or max_completion_tokens, as the client sent it
     lowers_max_tokens = False  # a limit above the model's is a 400, as OpenAI answers it
-
-    def new_id(self) -> str:
-        return new_completion_id()
 
     def framer(self, *, include_usage: bool) -> OpenAIEventFramer:
         return _FRAMERS[include_usage]

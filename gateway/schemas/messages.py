@@ -67,8 +67,16 @@ class MessagesRequest(CountTokensRequest, kw_only=True, omit_defaults=True):
 TOP_LEVEL_FIELDS = frozenset(MessagesRequest.__struct_fields__)
 """The fields the gateway knows; others go to Anthropic upstreams only."""
 
-TUNING_FIELDS = ("cache_control", "context_management", "service_tier", "top_k")
-"""Fields that only tune how Anthropic serves the call (prompt caching, context editing, the
-capacity tier, sampling breadth): other upstreams are sent the call without them, and the
-answer names them (`x-gateway-dropped-fields`). `context_management` is sent by Claude Code by
-default."""
+TUNING_FIELDS = (
+    "cache_control",
+    "context_management",
+    "diagnostics",
+    "fallback_credit_token",
+    "service_tier",
+    "top_k",
+    "user_profile_id",
+)
+"""Fields that only tune how Anthropic serves the call (prompt caching and its diagnostics,
+context editing, the capacity tier, sampling breadth, billing and attribution of Anthropic's
+own): other upstreams are sent the call without them, and the answer names them
+(`x-gateway-dropped-fields`). `context_management` is sent by Claude Code by default."""

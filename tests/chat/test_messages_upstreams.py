@@ -14,7 +14,12 @@ import pytest
 
 from gateway.chat.outcomes import ChatCompleted
 from gateway.errors import InvalidRequest
-from tests.chat.upstream_fakes import Upstreams, fake_upstreams, messages_call
+from tests.chat.upstream_fakes import (
+    Upstreams,
+    fake_upstreams,
+    messages_call,
+    messages_call_streamed,
+)
 
 REMINDER = "The user switched to plan mode: do not edit files."
 CONVERSATION: list[dict[str, Any]] = [
@@ -205,5 +210,77 @@ def test_a_json_schema_keeps_the_form_the_client_wrote(tmp_path: Path) -> None:
         }
         assert "strict" not in sent["tools"][0]["function"]
         assert sent["tools"][1]["function"]["strict"] is True
+
+    _run(tmp_path, test)
+
+
+def test_a_stream_from_gemini_starts_with_its_prompt_count(tmp_path: Path) -> None:
+    """Gemini reports the prompt's count with its first chunk: `message_start` says it (12),
+    and the last `message_delta` carries the credits."""
+
+    async def test(up: Upstreams) -> None:
+        body = {
+            "model": "gemini",
+            "max_tokens": 50,
+            "stream": True,
+            "messages": [{"role": "user", "content": "Hello"}],
+        }
+        outcome = await messages_call_streamed(up.parts, body)
+        try:
+            frames = b"".join([frame async for frame in outcome.events.events()])
+        finally:
+            await outcome.events.close()
+        events = [
+            msgspec.json.decode(block.split(b"\ndata: ", 1)[1])
+            for block in frames.split(b"\n\n")
+            if block
+        ]
+        start = events[0]["message"]
+        assert start["id"].startswith("msg_") and start["usage"]["input_tokens"] == 12
+        (delta,) = [event for event in events if event["type"] == "message_delta"]
+        assert delta["usage"]["input_tokens"] == 12 and delta["usage"]["credits"]
+
+    _run(tmp_path, test)
+
+
+def test_every_field_that_only_tunes_anthropic_is_dropped_and_named(tmp_path: Path) -> None:
+    async def test(up: Upstreams) -> None:
+        tuning = {
+            "context_management": {"edits": []},
+            "cache_control": {"type": "ephemeral"},
+            "service_tier": "auto",
+            "top_k": 5,
+            "diagnostics": {"previous_message_id": None},
+            "fallback_credit_token": "fct_1",
+            "user_profile_id": "up_1",
+        }
+        hello = [{"role": "user", "content": "Hi"}]
+        body = {"model": "openai", "max_tokens": 50, "messages": hello}
+        outcome = await messages_call(up.parts, {**body, **tuning})
+        assert sorted(outcome.dropped) == sorted(tuning)
+        assert not set(tuning) & set(up.sent("openai"))
+        native = await messages_call(up.parts, {**body, **tuning, "model": "anthropic"})
+        assert native.dropped == () and up.anthropic.requests[-1].json == {
+            **body,
+            **tuning,
+            "model": "claude-up",
+        }
+
+    _run(tmp_path, test)
+
+
+def test_fallbacks_to_other_models_are_refused_on_every_upstream(tmp_path: Path) -> None:
+    async def test(up: Upstreams) -> None:
+        for model in ("anthropic", "openai"):
+            body = {
+                "model": model,
+                "max_tokens": 50,
+                "messages": [{"role": "user", "content": "Hi"}],
+                "fallbacks": [{"model": "claude-opus-4-1"}],
+            }
+            with pytest.raises(InvalidRequest) as refused:
+                await messages_call(up.parts, body)
+            assert [d.field for d in refused.value.details] == ["fallbacks"]
+        assert up.anthropic.requests == [] and up.openai.requests == []
 
     _run(tmp_path, test)

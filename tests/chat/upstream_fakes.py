@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from gateway.chat.outcomes import ChatCompleted, ChatOutcome
+from gateway.chat.outcomes import ChatCompleted, ChatOutcome, ChatStreaming
 from gateway.http.anthropic.dialect import ANTHROPIC_MESSAGES, MessagesCall
 from gateway.http.anthropic.request import decode_messages, to_chat_request
 from gateway.schemas.messages import MessagesRequest
@@ -23,7 +23,13 @@ from tests.fakes.bedrock_upstream import FakeBedrock
 from tests.fakes.gemini_upstream import FakeGemini
 from tests.fakes.openai_upstream import FakeOpenAI
 
-__all__ = ["BEDROCK_MODEL", "Upstreams", "fake_upstreams", "messages_call"]
+__all__ = [
+    "BEDROCK_MODEL",
+    "Upstreams",
+    "fake_upstreams",
+    "messages_call",
+    "messages_call_streamed",
+]
 
 BEDROCK_KEY = "bedrock-api-key"
 BEDROCK_MODEL = "anthropic.claude-sonnet-4-5-20250929-v1:0"
@@ -121,8 +127,21 @@ async def fake_upstreams(
         yield Upstreams(parts, anthropic, openai, gemini, bedrock)
 
 
-async def messages_call(parts: ChatParts, body: dict[str, Any]) -> ChatOutcome:
-    """`body` as `POST /v1/messages` gives it to the chat service."""
+async def messages_call(parts: ChatParts, body: dict[str, Any]) -> ChatCompleted:
+    """`body` as `POST /v1/messages` gives it to the chat service, answered whole."""
+    outcome = await _messages(parts, body)
+    assert isinstance(outcome, ChatCompleted)
+    return outcome
+
+
+async def messages_call_streamed(parts: ChatParts, body: dict[str, Any]) -> ChatStreaming:
+    """`body` (with `stream: true`) as `POST /v1/messages` gives it to the chat service."""
+    outcome = await _messages(parts, body)
+    assert isinstance(outcome, ChatStreaming)
+    return outcome
+
+
+async def _messages(parts: ChatParts, body: dict[str, Any]) -> ChatOutcome:
     raw_body = msgspec.json.encode(body)
     request, raw = decode_messages(raw_body, MessagesRequest)
     translation = to_chat_request(request, raw)
@@ -137,5 +156,4 @@ async def messages_call(parts: ChatParts, body: dict[str, Any]) -> ChatOutcome:
             raw, {"anthropic-version": "2023-06-01"}, translation.problems, translation.dropped
         ),
     )
-    assert isinstance(outcome, ChatCompleted)
     return outcome

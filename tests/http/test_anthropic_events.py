@@ -13,6 +13,7 @@ from anthropic.types import Message, RawMessageStreamEvent
 
 from gateway.errors import ModelUnavailable
 from gateway.http.anthropic.events import MessageEventFramer, NativeEventFramer
+from providers.base import Usage
 
 USAGE_CHUNK = {
     "id": "chatcmpl_1",
@@ -88,6 +89,22 @@ def test_chunks_become_blocks_that_the_sdk_accumulates() -> None:
     assert (usage.input_tokens, usage.output_tokens) == (10, 30)
     assert (usage.cache_read_input_tokens, usage.cache_creation_input_tokens) == (100, 20)
     assert events[-2]["usage"]["credits"] == "0.5850"
+
+
+def test_message_start_has_the_counts_the_upstream_reported_before_the_first_chunk() -> None:
+    framer = MessageEventFramer()
+    framer.opening_usage(Usage(prompt_tokens=130, cached_tokens=100, cache_creation_tokens=20))
+    (start,) = _events(framer.chunk(_chunk({"role": "assistant", "content": ""})) or b"")
+    assert start["message"]["usage"] == {
+        "input_tokens": 10,
+        "cache_creation_input_tokens": 20,
+        "cache_read_input_tokens": 100,
+        "output_tokens": 0,
+    }
+    unreported = MessageEventFramer()
+    unreported.opening_usage(None)  # an upstream that reports counts only at the end
+    (start,) = _events(unreported.chunk(_chunk({"content": ""})) or b"")
+    assert start["message"]["usage"] == {"input_tokens": 0, "output_tokens": 0}
 
 
 def test_a_stream_without_content_still_opens_and_closes() -> None:

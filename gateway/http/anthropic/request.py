@@ -28,7 +28,7 @@ none. Fields that only tune Anthropic's behaviour are *dropped* for the others a
     stop_sequences, metadata.user_id stop (at most 4), user
     cache_control (in blocks), tool_result is_error   dropped
     dropped and named                `TUNING_FIELDS` (context_management, top-level
-                                     cache_control, service_tier, top_k)
+                                     cache_control, service_tier, top_k, diagnostics, ...)
     problems                         other blocks (URL and file documents, unknown types),
                                      images in tool results, Anthropic's typed tools, other
                                      roles, more than 4 stop sequences, max_tokens 0 (cache
@@ -37,7 +37,7 @@ none. Fields that only tune Anthropic's behaviour are *dropped* for the others a
 Refused whatever the upstream, because the routing file's prices would not cover them: server
 tools that Anthropic bills per use beyond tokens (web search, code execution, and any typed
 tool this gateway does not know), `speed: "fast"` and an `inference_geo` other than `global`
-(priced above the model's standard rates).
+(priced above the model's standard rates), and `fallbacks` (an answer from another model).
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ class ChatTranslation(NamedTuple):
 
 def to_chat_request(request: MessagesRequest, raw: dict[str, Any]) -> ChatTranslation:
     """The service's request, and what it could not carry (see the module docstring)."""
-    _refuse_unpriced(request)
+    _refuse_unpriced(request, raw.get("fallbacks"))
     translation = _Translation()
     messages = translation.messages(request)
     chat = ChatRequest(model=request.model, messages=messages)
@@ -176,14 +176,18 @@ def to_chat_request(request: MessagesRequest, raw: dict[str, Any]) -> ChatTransl
     return ChatTranslation(chat, translation.problems, dropped)
 
 
-def _refuse_unpriced(request: MessagesRequest) -> None:
-    """What Anthropic prices above the model's rates, or bills per use: 400 for any upstream."""
+def _refuse_unpriced(request: MessagesRequest, raw_fallbacks: object) -> None:
+    """What Anthropic prices above the model's rates, bills per use, or answers with another
+    model (`fallbacks`): 400 for any upstream."""
     problems: list[ErrorDetail] = []
     if request.speed is not UNSET and request.speed != "standard":
         problems.append(ErrorDetail(field="speed", message=f"{request.speed!r} {_UNPRICED}"))
     geo = request.inference_geo
     if geo is not UNSET and geo is not None and geo != "global":
         problems.append(ErrorDetail(field="inference_geo", message=f"{geo!r} {_UNPRICED}"))
+    if raw_fallbacks:
+        message = "would answer with other models, whose prices this gateway does not charge"
+        problems.append(ErrorDetail(field="fallbacks", message=message))
     for i, tool in enumerate(request.tools or ()):
         kind = tool.get("type", "custom")
         if kind != "custom" and not kind.startswith(_TOKEN_TOOLS):
