@@ -28,15 +28,13 @@ from typing import Any
 import msgspec
 from prometheus_client import CollectorRegistry
 
-from gateway.errors import InvalidRequest
 from gateway.http.anthropic.answer import finished_message, message_of
 from gateway.http.anthropic.dialect import MessagesCall
 from gateway.http.anthropic.events import MessageEventFramer, NativeEventFramer
 from gateway.http.anthropic.request import decode_messages, to_chat_request
-from gateway.http.json_body import OPTIONS_HINT, decode_json
+from gateway.http.chat_body import decode_chat_request
 from gateway.http.openai_sse import OPENAI_CHAT
 from gateway.metrics import Metrics
-from gateway.schemas.chat import ChatRequest
 from gateway.schemas.messages import MessagesRequest
 
 SYSTEM, QUESTION = "You are a helpful assistant.", "Say hello in one short sentence."
@@ -98,17 +96,15 @@ CHUNK = {
 }
 EVENT = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": " w"}}
 
-_CHAT = msgspec.json.Decoder(ChatRequest)
-
 
 def _chat_decode() -> None:
-    decode_json(CHAT_BODY, _CHAT, InvalidRequest, unknown_hint=OPTIONS_HINT)
+    decode_chat_request(CHAT_BODY)
 
 
 def _messages_decode() -> None:
     request, raw = decode_messages(MESSAGES_BODY, MessagesRequest)
-    _, problems = to_chat_request(request, raw)
-    MessagesCall(raw, {}, problems)
+    translation = to_chat_request(request, raw)
+    MessagesCall(raw, {}, translation.problems, dropped=translation.dropped)
 
 
 def _chat_answer() -> None:

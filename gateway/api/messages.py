@@ -116,6 +116,7 @@ async def messages(scope: Any, receive: Any, send: Any) -> None:
     body = await read_body(receive, resources.config.file.gateway.max_body_bytes)
     request, raw = decode_messages(body, MessagesRequest)
     translation = to_chat_request(request, raw)
+    native = MessagesCall(raw, headers.upstream, translation.problems, dropped=translation.dropped)
     outcome = await resources.chat.handle(
         caller,
         translation.request,
@@ -123,7 +124,7 @@ async def messages(scope: Any, receive: Any, send: Any) -> None:
         dialect=ANTHROPIC_MESSAGES,
         request_id=ctx.request_id,
         idempotency_key=ctx.idempotency_key,
-        native=MessagesCall(raw, headers.upstream, translation.problems, translation.dropped),
+        native=native,
     )
     ctx.model = outcome.model
     ctx.rate = outcome.rate

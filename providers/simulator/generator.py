@@ -266,13 +266,23 @@ def _tool_to_call(
         if named is not None:
             return _named(named)
     messages = body.get("messages")
-    last = messages[-1] if type(messages) is list and messages else None
-    last_role = last.get("role") if type(last) is dict else None
-    if choice != "required" and not directive and last_role != "user":
+    if choice != "required" and not directive and _last_role(messages) != "user":
         return None  # `auto` after a tool result (or an assistant prefill): text
     called = _called_since_user(messages)
     fresh = [f for f in functions if f.get("name") not in called] or functions
     return _named(fresh[seed[1] % len(fresh)])
+
+
+def _last_role(messages: object) -> object:
+    """The role of the last message but for system ones (instructions for the turn, as Claude
+    Code appends them after the user's message)."""
+    if type(messages) is not list:
+        return None
+    for message in reversed(messages):
+        role = message.get("role") if type(message) is dict else None
+        if role not in ("system", "developer"):
+            return role
+    return None
 
 
 def _named(function: dict[str, Any]) -> tuple[str, dict[str, Any]]:

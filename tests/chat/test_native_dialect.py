@@ -91,7 +91,7 @@ async def _call(parts: ChatParts, body: dict[str, Any]) -> ChatCompleted:
         dialect=ANTHROPIC_MESSAGES,
         request_id="req_test",
         idempotency_key=None,
-        native=MessagesCall(raw, {"anthropic-version": "2023-06-01"}, problems, dropped),
+        native=MessagesCall(raw, {"anthropic-version": "2023-06-01"}, problems, dropped=dropped),
     )
     assert isinstance(outcome, ChatCompleted)
     return outcome

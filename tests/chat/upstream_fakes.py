@@ -32,6 +32,7 @@ __all__ = [
 ]
 
 BEDROCK_KEY = "bedrock-api-key"
+VERSION = {"anthropic-version": "2023-06-01"}
 BEDROCK_MODEL = "anthropic.claude-sonnet-4-5-20250929-v1:0"
 CONFIG = """
 [gateway]
@@ -153,7 +154,10 @@ async def _messages(parts: ChatParts, body: dict[str, Any]) -> ChatOutcome:
         request_id="req_test",
         idempotency_key=None,
         native=MessagesCall(
-            raw, {"anthropic-version": "2023-06-01"}, translation.problems, translation.dropped
+            raw,
+            {"anthropic-version": "2023-06-01"},
+            translation.problems,
+            dropped=translation.dropped,
         ),
     )
     return outcome

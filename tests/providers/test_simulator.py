@@ -406,3 +406,43 @@ def test_aclose_stops_generation_and_is_safe_twice() -> None:
             await anext(iterator)
 
     run(test)
+
+
+def test_a_system_message_after_the_users_still_leaves_the_turn_to_a_tool() -> None:
+    """Claude Code appends a system message after the user's: with tools and `auto`, the turn
+    is still the user's, answered with a tool call; a directive there applies too."""
+
+    async def test() -> None:
+        provider = create("sim", Options())
+        tools = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
+        messages = [
+            {"role": "user", "content": "Read a.py"},
+            {"role": "system", "content": "The working directory is /src."},
+        ]
+        answer = await provider.complete({"model": "sim", "messages": messages, "tools": tools})
+        (call,) = answer.body["choices"][0]["message"]["tool_calls"]
+        assert call["function"]["name"] == "read_file"
+        messages[0]["content"] = "Read a.py [[sim:fail=503]]"
+        with pytest.raises(UpstreamUnavailable):
+            await provider.complete({"model": "sim", "messages": messages, "tools": tools})
+
+    run(test)
+
+
+def test_a_directive_applies_to_its_turn_only() -> None:
+    """After the tool's result comes back, `[[sim:tool_call]]` in the user's earlier message
+    no longer forces a call: an agent loop it drives ends."""
+
+    async def test() -> None:
+        provider = create("sim", Options())
+        tools = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "Go [[sim:tool_call]]"}]
+        first = await provider.complete({"model": "sim", "messages": messages, "tools": tools})
+        message = first.body["choices"][0]["message"]
+        (call,) = message["tool_calls"]
+        messages += [message, {"role": "tool", "tool_call_id": call["id"], "content": "x = 1"}]
+        second = await provider.complete({"model": "sim", "messages": messages, "tools": tools})
+        assert second.body["choices"][0]["finish_reason"] == "stop"
+        assert second.body["choices"][0]["message"]["content"]
+
+    run(test)

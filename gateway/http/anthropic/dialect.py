@@ -85,12 +85,14 @@ class MessagesCall:
         raw: dict[str, Any],
         headers: Mapping[str, str],
         problems: Sequence[ErrorDetail] = (),
+        *,
         dropped: tuple[str, ...] = (),
     ) -> None:
         self.request = raw
         self._headers = headers
         self.problems = problems
         self.dropped = dropped
+        """Fields only Anthropic takes, which a translated call goes without (`TUNING_FIELDS`)."""
 
     def upstream(self, provider: object) -> MessagesUpstream | None:
         speaker = speaks_messages(provider)

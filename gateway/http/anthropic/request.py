@@ -80,6 +80,9 @@ _TOKEN_TOOLS = ("bash_", "text_editor_", "computer_", "memory_", "web_fetch_", "
 """Anthropic's typed tools billed as tokens only (run by the client, or fetching/searching
 without a per-use price): passed to Anthropic upstreams."""
 _EFFORT_OF = {"low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", "max": "xhigh"}
+_TUNING = frozenset(TUNING_FIELDS)
+_CARRIED = TOP_LEVEL_FIELDS - _TUNING
+"""The fields the translation reads (or refuses): neither dropped nor a problem."""
 
 T = TypeVar("T", MessagesRequest, CountTokensRequest)
 
@@ -88,8 +91,9 @@ def decode_messages(body: bytes, kind: type[T]) -> tuple[T, dict[str, Any]]:
     """The typed request and the body as decoded (what Anthropic upstreams are sent); a 400
     naming the field for a body that breaks Anthropic's types or ranges."""
     raw = decode_json(body, _decode_object, InvalidRequest)
+    typed = {k: v for k, v in raw.items() if v is not None} if None in raw.values() else raw
     try:
-        request = msgspec.convert({k: v for k, v in raw.items() if v is not None}, kind)
+        request = msgspec.convert(typed, kind)
     except msgspec.ValidationError as exc:
         detail = decode_detail(exc)
         raise InvalidRequest(fields_message([detail]), details=[detail]) from exc
@@ -169,11 +173,15 @@ def to_chat_request(request: MessagesRequest, raw: dict[str, Any]) -> ChatTransl
         _output_format(chat, request.output_format, "output_format")
     if request.output_config is not UNSET:
         _output_config(chat, request.output_config)
-    dropped = tuple(name for name in TUNING_FIELDS if raw.get(name) is not None)
+    dropped: list[str] = []
     for name, value in raw.items():
-        if name not in TOP_LEVEL_FIELDS and name not in TUNING_FIELDS and value is not None:
+        if name in _CARRIED or value is None:
+            continue
+        if name in _TUNING:
+            dropped.append(name)
+        else:
             translation.problem(name, f"unknown to this gateway, so {_NATIVE_ONLY}")
-    return ChatTranslation(chat, translation.problems, dropped)
+    return ChatTranslation(chat, translation.problems, tuple(dropped) if dropped else ())
 
 
 def _refuse_unpriced(request: MessagesRequest, raw_fallbacks: object) -> None:
