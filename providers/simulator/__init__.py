@@ -6,7 +6,8 @@ music (real WAVs, `providers.simulator.music`); options in `providers.simulator.
 Chat: same request -> same answer, honouring it as a model would (`n` choices, tool calls as
 `tool_choice` says, JSON for `response_format`; `providers.simulator.generator`), else text of
 8 to 60 tokens; cut at `max_completion_tokens` with finish_reason "length". Directives in the
-LAST user message script its behaviour:
+user's turn being answered (the last message, system messages aside; never an earlier turn's,
+so after a tool result they no longer apply) script its behaviour:
 
     [[sim:fail=502]]        raise ProviderError (any other 5xx likewise)
     [[sim:fail=503]]        raise UpstreamUnavailable (also 408, 429, 529)
@@ -18,6 +19,8 @@ LAST user message script its behaviour:
     [[sim:delay_ms=N]]      N more milliseconds before the first token
     [[sim:tokens=N]]        answer with exactly N tokens (still cut at max_completion_tokens)
     [[sim:tool_call]]       answer with a tool call (one of `tools`, else `lookup`)
+    [[sim:tool_call=NAME]]  answer with a call of NAME (arguments from its `parameters`)
+    [[sim:tool_input={..}]] the forced call's arguments: a JSON object (no `]` in it)
 
 `logprobs: true` (with optional `top_logprobs`) fills `choices[].logprobs.content`.
 Token counting rules: see `providers.simulator.generator`. Details: docs/providers.md.

@@ -30,6 +30,7 @@ from providers.simulator.directives import Directives, failure_for, parse_direct
 from providers.simulator.generator import (
     SIMULATOR_INPUTS,
     Answer,
+    ForcedCall,
     logprob_items,
     plan_answers,
     seed_of,
@@ -171,9 +172,12 @@ class SimulatorProvider:
         requested = body.get("max_completion_tokens")
         if type(requested) is int and requested < limit:
             limit = requested
-        answers = plan_answers(
-            body, seed, tool_call=directives.tool_call, tokens=directives.tokens, limit=limit
+        forced = (
+            ForcedCall(directives.tool_name, directives.tool_input)
+            if directives.tool_call
+            else None
         )
+        answers = plan_answers(body, seed, forced=forced, tokens=directives.tokens, limit=limit)
         return answers, seed
 
 

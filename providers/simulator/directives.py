@@ -1,12 +1,11 @@
 """`[[sim:...]]` directives: how a test asks the simulator for a failure, a delay or a shape.
 
-Chat reads them from the turn being answered only: the last user message, when nothing but
-system messages follow it (so an earlier turn cannot keep failing a whole conversation, and a
-`tool_call` directive does not call again once the tool's result came back: an agent loop it
-drives ends); media tasks read them from the prompt and strip them, so they never reach the
-pixels or the titles. Anything else in the text is ordinary prompt. An unknown directive (for
-that capability) or a bad value is rejected like an invalid request, so a typo in a test fails
-loudly.
+Chat reads them from the user's turn being answered: the last message, system messages after
+it aside. An earlier turn's directives never apply again (after a tool result the answer
+follows the request, so an agent's loop driven by `[[sim:tool_call]]` ends). Media tasks read
+them from the prompt and strip them, so they never reach the pixels or the titles. Anything
+else in the text is ordinary prompt. An unknown directive (for that capability) or a bad value
+is rejected like an invalid request, so a typo in a test fails loudly.
 """
 
 from __future__ import annotations
@@ -14,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from providers.errors import (
     ProviderError,
@@ -34,6 +35,9 @@ __all__ = [
 _PATTERN = re.compile(r"\[\[sim:([a-z_]+)(?:=([^\]]*))?\]\]")
 _INT_FIELDS = frozenset({"fail", "fail_after", "delay_ms", "tokens"})
 _FLAG_FIELDS = frozenset({"tool_call"})
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+# Messages that are no turn of their own: the directives of the user's turn before them apply.
+_ASIDE_ROLES = frozenset({"system", "developer"})
 _MEDIA_INT_FIELDS = frozenset({"fail", "task_ms"})
 _MEDIA_FLAG_FIELDS = frozenset({"stall"})
 
@@ -45,6 +49,8 @@ class Directives:
     delay_ms: int = 0  # extra latency before the first token
     tool_call: bool = False  # answer with a tool call
     tokens: int | None = None  # exact answer length (before max_completion_tokens)
+    tool_name: str | None = None  # the function the forced call calls
+    tool_input: str | None = None  # the forced call's arguments: a JSON object's text
 
 
 NO_DIRECTIVES = Directives()
@@ -59,12 +65,36 @@ class MediaDirectives:
 
 
 def parse_directives(messages: object) -> Directives:
-    """The directives of the turn being answered (see the module docstring);
-    UpstreamRejectedRequest when one is malformed."""
-    text = _last_user_text(messages)
+    """The directives of the user's turn being answered (none when the conversation ends in
+    an assistant message or a tool result); UpstreamRejectedRequest when one is malformed.
+
+    `[[sim:tool_call=NAME]]` forces a call of NAME and `[[sim:tool_input={...}]]` (a JSON
+    object without `]`) gives its arguments; either forces a call."""
+    text = _turn_text(messages)
     if "[[sim:" not in text:
         return NO_DIRECTIVES
-    return Directives(**_values(text, _INT_FIELDS, _FLAG_FIELDS))
+    values: dict[str, Any] = {}
+    plain: list[str] = []
+    for name, raw in _PATTERN.findall(text):
+        if name == "tool_call" and raw:
+            if not _TOOL_NAME.fullmatch(raw):
+                raise _malformed(name, raw)
+            values.update(tool_call=True, tool_name=raw)
+        elif name == "tool_input":
+            values.update(tool_call=True, tool_input=_json_object(name, raw))
+        else:
+            plain.append(f"[[sim:{name}{'=' if raw else ''}{raw}]]")
+    return Directives(**{**_values(" ".join(plain), _INT_FIELDS, _FLAG_FIELDS), **values})
+
+
+def _json_object(name: str, raw: str) -> str:
+    try:
+        value = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        raise _malformed(name, raw) from None
+    if type(value) is not dict:
+        raise _malformed(name, raw)
+    return msgspec.json.encode(value).decode()
 
 
 def parse_media_directives(prompt: str, *, images: bool) -> tuple[MediaDirectives, str]:
@@ -87,11 +117,15 @@ def _values(text: str, ints: frozenset[str], flags: frozenset[str]) -> dict[str,
         elif name in ints and raw.isdigit():
             values[name] = int(raw)
         else:
-            raise UpstreamRejectedRequest(
-                f"unknown or malformed simulator directive [[sim:{name}{'=' if raw else ''}{raw}]]",
-                upstream_status=400,
-            )
+            raise _malformed(name, raw)
     return values
+
+
+def _malformed(name: str, raw: str) -> UpstreamRejectedRequest:
+    return UpstreamRejectedRequest(
+        f"unknown or malformed simulator directive [[sim:{name}{'=' if raw else ''}{raw}]]",
+        upstream_status=400,
+    )
 
 
 def failure_for(status: int) -> ProviderError:
@@ -110,25 +144,24 @@ def failure_for(status: int) -> ProviderError:
     return ProviderError(message, upstream_status=status)
 
 
-def _last_user_text(messages: object) -> str:
+def _turn_text(messages: object) -> str:
     """The text of the last message when it is the user's (system messages after it aside)."""
     if type(messages) is not list:
         return ""
     for message in reversed(messages):
-        if type(message) is not dict:
+        role = message.get("role") if type(message) is dict else None
+        if role in _ASIDE_ROLES:
             continue
-        role = message.get("role")
-        if role in ("system", "developer"):
-            continue
-        if role == "user":
-            content = message.get("content")
-            if type(content) is str:
-                return content
-            if type(content) is list:
-                return " ".join(
-                    part["text"]
-                    for part in content
-                    if type(part) is dict and type(part.get("text")) is str
-                )
+        if type(message) is not dict or role != "user":
+            return ""  # an assistant's message or a tool result: no user turn to answer
+        content = message.get("content")
+        if type(content) is str:
+            return content
+        if type(content) is list:
+            return " ".join(
+                part["text"]
+                for part in content
+                if type(part) is dict and type(part.get("text")) is str
+            )
         return ""
     return ""

@@ -6,11 +6,13 @@ punctuation. No `random.Random` per request, so a 60-token answer costs microsec
 `i` of `n` draws from the seed with `i` appended (choice 0 from the seed itself).
 
 What an answer is, as a model honouring the request would give it:
-- a tool call when `tool_choice` names a function (that one) or is `required`, or when tools
-  are given with `auto` (or no `tool_choice`) and the last message is the user's; after a tool
-  result (`auto`) the answer is text, so an agent's loop ends. `required` calls a tool not yet
-  called since the user's last message when there is one. `none` never calls. Arguments follow
-  the function's `parameters` (`schema_values`); a function without parameters gets `{}`;
+- a tool call when a directive forces one (of the function it names, with the arguments it
+  gives, else as below), when `tool_choice` names a function (that one) or is `required`, or
+  when tools are given with `auto` (or no `tool_choice`) and the last message is the user's;
+  after a tool result (`auto`) the answer is text, so an agent's loop ends. `required` calls a
+  tool not yet called since the user's last message when there is one. `none` never calls.
+  Arguments follow the function's `parameters` (`schema_values`); a function without
+  parameters gets `{}`;
 - else JSON when `response_format` asks for it: `json_object` gives an object, `json_schema` a
   value its schema accepts;
 - else text.
@@ -38,6 +40,7 @@ from providers.simulator.schema_values import schema_value
 __all__ = [
     "SIMULATOR_INPUTS",
     "Answer",
+    "ForcedCall",
     "logprob_items",
     "plan_answers",
     "prompt_tokens",
@@ -96,15 +99,25 @@ def seed_of(messages: object) -> bytes:
     return blake2b(_encode(messages), digest_size=32).digest()
 
 
+@dataclass(frozen=True, slots=True)
+class ForcedCall:
+    """A tool call a directive asks for: of `name` (None: one of the tools) with `arguments`
+    (a JSON object's text; None: made from the function's parameters)."""
+
+    name: str | None = None
+    arguments: str | None = None
+
+
 def plan_answers(
-    body: dict[str, Any], seed: bytes, *, tool_call: bool, tokens: int | None, limit: int
+    body: dict[str, Any], seed: bytes, *, forced: ForcedCall | None, tokens: int | None, limit: int
 ) -> list[Answer]:
-    """The `n` answers to `body` (module docstring), each cut at `limit` tokens."""
+    """The `n` answers to `body` (module docstring), each cut at `limit` tokens; `forced`: the
+    tool call a directive asks for."""
     prompt = prompt_tokens(body.get("messages"), body.get("tools"))
     n = body.get("n")
     count = n if type(n) is int and n > 1 else 1
     return [
-        _answer(body, _choice_seed(seed, index), prompt, tool_call, tokens, limit)
+        _answer(body, _choice_seed(seed, index), prompt, forced, tokens, limit)
         for index in range(count)
     ]
 
@@ -117,15 +130,16 @@ def _answer(
     body: dict[str, Any],
     seed: bytes,
     prompt: int,
-    tool_call: bool,
+    forced: ForcedCall | None,
     tokens: int | None,
     limit: int,
 ) -> Answer:
-    tool = _tool_to_call(body, seed, directive=tool_call)
+    tool = _tool_to_call(body, seed, forced=forced)
     if tool is not None:
         name, parameters = tool
+        given = forced.arguments if forced is not None else None
         return _sliced(
-            _tool_arguments(parameters, seed),
+            given if given is not None else _tool_arguments(parameters, seed),
             "tool_calls",
             limit,
             prompt,
@@ -251,13 +265,17 @@ def _functions(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _tool_to_call(
-    body: dict[str, Any], seed: bytes, *, directive: bool
+    body: dict[str, Any], seed: bytes, *, forced: ForcedCall | None
 ) -> tuple[str, dict[str, Any]] | None:
     """The function to call and its parameters, or None for an answer without a call."""
     choice = body.get("tool_choice")
     if choice == "none":
         return None
     functions = _functions(body)
+    if forced is not None and forced.name is not None:
+        named = next((f for f in functions if f.get("name") == forced.name), None)
+        return _named(named) if named is not None else (forced.name, {})
+    directive = forced is not None
     if not functions:
         return ("lookup", {}) if directive else None
     if type(choice) is dict:

@@ -35,6 +35,7 @@ EXCLUDED = {
     "/admin",  # the admin page and its files
     "/admin/assets/{name}",
     "/openapi.json",  # the document itself
+    "/api/hello",  # Claude Code's start-up probe (gateway/api/hello.py), not an API
     "/v1/messages",  # Anthropic's Messages API, described by Anthropic's reference
     "/v1/messages/count_tokens",
     "/v1/responses",  # OpenAI's Responses API, described by OpenAI's reference

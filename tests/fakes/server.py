@@ -40,6 +40,7 @@ class RecordedRequest:
     body: bytes
     json: Any  # the decoded body, or None when it was not JSON
     client_port: int  # the same port on two requests means a reused keep-alive connection
+    query: str = ""  # the query string, without its `?`
 
 
 async def record(request: web.Request, path: str | None = None) -> RecordedRequest:
@@ -53,7 +54,13 @@ async def record(request: web.Request, path: str | None = None) -> RecordedReque
     peer = request.transport.get_extra_info("peername") if request.transport else None
     port = peer[1] if peer else 0
     return RecordedRequest(
-        request.method, request.path if path is None else path, headers, raw, decoded, port
+        request.method,
+        request.path if path is None else path,
+        headers,
+        raw,
+        decoded,
+        port,
+        request.query_string,
     )
 
 

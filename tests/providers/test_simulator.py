@@ -288,6 +288,74 @@ def test_tool_call_directive_and_required_tool_choice() -> None:
     run(test)
 
 
+READ = {
+    "type": "function",
+    "function": {
+        "name": "Read",
+        "parameters": {"type": "object", "properties": {"file_path": {"type": "string"}}},
+    },
+}
+
+
+def test_a_directive_names_the_tool_and_its_input() -> None:
+    async def test() -> None:
+        provider = create("sim", Options())
+        ask = 'Read it [[sim:tool_call=Read]] [[sim:tool_input={"file_path": "/w/note.txt"}]]'
+        result = await provider.complete(body(ask, tools=[SEARCH, READ, WEATHER]))
+        choice = result.body["choices"][0]
+        assert choice["finish_reason"] == "tool_calls"
+        (call,) = choice["message"]["tool_calls"]
+        assert call["function"] == {"name": "Read", "arguments": '{"file_path":"/w/note.txt"}'}
+        # Streamed, the same call; a name alone gets arguments from its parameters.
+        chunks = await collect(provider, stream_body(ask, tools=[SEARCH, READ, WEATHER]))
+        pieces = [
+            part["function"].get("arguments", "")
+            for chunk in chunks
+            for choice in chunk["choices"]
+            for part in choice["delta"].get("tool_calls") or ()
+        ]
+        assert "".join(pieces) == '{"file_path":"/w/note.txt"}'
+        result = await provider.complete(
+            body("[[sim:tool_call=get_weather]]", tools=[READ, WEATHER])
+        )
+        call = result.body["choices"][0]["message"]["tool_calls"][0]["function"]
+        assert call["name"] == "get_weather"
+        assert set(msgspec.json.decode(call["arguments"])) == {"city", "unit", "days"}
+        for bad in ("[[sim:tool_input=[1]]]", "[[sim:tool_input={nope}]]", "[[sim:tool_call=a b]]"):
+            with pytest.raises(UpstreamRejectedRequest, match="malformed simulator directive"):
+                await provider.complete(body(bad, tools=[READ]))
+
+    run(test)
+
+
+def test_a_tool_call_directive_does_not_outlive_its_turn() -> None:
+    """An agent's loop driven by `[[sim:tool_call]]`: after the tool result (and a system
+    message, as Claude Code sends mid-conversation) the answer is text, so the loop ends."""
+
+    async def test() -> None:
+        provider = create("sim", Options())
+        ask = "[[sim:tool_call=Read]] [[sim:tool_input={}]]"
+        request = body(ask, tools=[READ])
+        request["messages"].append({"role": "system", "content": "Reminder: be brief."})
+        first = (await provider.complete(request)).body["choices"][0]
+        assert first["finish_reason"] == "tool_calls"
+        request["messages"] += [
+            first["message"],
+            {
+                "role": "tool",
+                "tool_call_id": first["message"]["tool_calls"][0]["id"],
+                "content": "ok",
+            },
+        ]
+        second = (await provider.complete(request)).body["choices"][0]
+        assert second["finish_reason"] == "stop" and second["message"]["content"]
+        # A fail directive of an answered turn does not fail the next call either.
+        request["messages"][1]["content"] = "[[sim:fail=502]]"
+        assert (await provider.complete(request)).body["choices"][0]["finish_reason"] == "stop"
+
+    run(test)
+
+
 def test_streamed_tool_call_assembles_to_the_same_call() -> None:
     async def test() -> None:
         provider = create("sim", Options())

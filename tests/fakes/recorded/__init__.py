@@ -3,13 +3,17 @@
 Each JSON file here holds only recorded payloads (requests, answers, stream bodies, error
 bodies), copied as data from public SDK and gateway repositories; its `source` names the
 repository, the path and the commit it came from (and says so when a fixture was assembled
-from two recordings). The shapes:
+from two recordings). `claude_code_requests.json` is recorded here, from the Claude Code
+release `tests/agents` pins; its `source` names the release, the date and how (its
+recorder: tests/support/claude_code_session.py). The shapes:
 
     exchanges: [{request, status, body | sse}]   a cassette: what was sent, what came back
                                                  (`sse`: the stream body as it was received)
     message / response + events                  a whole answer and its stream's event
                                                  payloads (one JSON text per event, unframed)
     status + body, answers: [...]                error bodies with their status
+    sessions: [{model, requests: [{method, path,  a client's requests, each body the text it
+                headers, body}]}]                sent
 
     recorded = load("anthropic_tool_loop_thinking")
     fake.enqueue(Reply(message=recorded["exchanges"][0]["body"]))
