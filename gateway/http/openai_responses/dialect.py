@@ -9,6 +9,7 @@ Responses API objects and events.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from gateway.http.openai_responses.answer import response_of
@@ -26,15 +27,23 @@ class OpenAIResponses:
 
     name = RESPONSES_DIALECT
     path = RESPONSES_PATH
+    limit_field = "max_output_tokens"
+    lowers_max_tokens = False  # a limit above the model's is a 400, as on OpenAI's chat
 
-    __slots__ = ("_echo", "_names")
+    __slots__ = ("_echo", "_names", "_on_end")
 
-    def __init__(self, translation: ResponsesTranslation) -> None:
+    def __init__(
+        self,
+        translation: ResponsesTranslation,
+        on_end: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self._echo = translation.echo
         self._names = translation.names
+        self._on_end = on_end
+        """Told a stream's finished response object, before its last events are framed."""
 
     def framer(self, *, include_usage: bool) -> ResponseEventFramer:
-        return ResponseEventFramer(self._echo, self._names)
+        return ResponseEventFramer(self._echo, self._names, self._on_end)
 
     def completion(self, body: dict[str, Any]) -> bytes:
         return response_of(body, self._echo, self._names)

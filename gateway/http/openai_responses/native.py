@@ -14,7 +14,7 @@ its usage carries the credits charged. A stream that breaks after it began ends 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -75,11 +75,18 @@ class _Upstream:
 class ResponsesCall:
     """One `/v1/responses` request as its client sent it (see the module docstring)."""
 
-    __slots__ = ("passed_through", "problems", "request", "upstream_id")
+    __slots__ = ("_on_end", "passed_through", "problems", "request", "upstream_id")
 
-    def __init__(self, raw: dict[str, Any], problems: Sequence[ErrorDetail] = ()) -> None:
+    def __init__(
+        self,
+        raw: dict[str, Any],
+        problems: Sequence[ErrorDetail] = (),
+        on_end: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self.request = raw
         self.problems = problems
+        self._on_end = on_end
+        """Told a stream's finished response object, before its terminal event is framed."""
         self.passed_through = False
         """Whether an upstream that was sent the body as is answered (then no tool was
         dropped)."""
@@ -89,13 +96,19 @@ class ResponsesCall:
         speaker = speaks_responses(provider)
         return None if speaker is None else _Upstream(speaker, self)
 
-    def body_for(self, upstream_model: str) -> dict[str, Any]:
+    def body_for(self, upstream_model: str, max_tokens: int | None = None) -> dict[str, Any]:
+        """The client's body for the upstream model, its `max_output_tokens` lowered to
+        `max_tokens` (what the wallet-bounded hold pays for) when that is given and smaller."""
         body = dict(self.request)
         body["model"] = upstream_model
+        if max_tokens is not None:
+            asked = body.get("max_output_tokens")
+            if not isinstance(asked, int) or asked > max_tokens:
+                body["max_output_tokens"] = max_tokens
         return body
 
     def framer(self, *, call_id: str, model: str) -> NativeResponseFramer:
-        return NativeResponseFramer(model=model)
+        return NativeResponseFramer(model=model, on_end=self._on_end)
 
     def completion(self, body: dict[str, Any], credits: dict[str, str]) -> bytes:
         if isinstance(self.upstream_id, str):
@@ -114,10 +127,13 @@ class NativeResponseFramer:
     content_type = SSE_CONTENT_TYPE
     wants_usage = True
 
-    __slots__ = ("_last", "_model", "_response", "_sequence")
+    __slots__ = ("_last", "_model", "_on_end", "_response", "_sequence")
 
-    def __init__(self, *, model: str) -> None:
+    def __init__(
+        self, *, model: str, on_end: Callable[[dict[str, Any]], None] | None = None
+    ) -> None:
         self._model = model
+        self._on_end = on_end
         self._last: dict[str, Any] | None = None  # the terminal event, held back
         self._response: dict[str, Any] = {}  # the latest response object seen
         self._sequence = -1
@@ -165,4 +181,6 @@ class NativeResponseFramer:
                 if name in credits:
                     counts[name] = credits[name]
             response["usage"] = counts
+            if self._on_end is not None and last.get("type") != "response.failed":
+                self._on_end(response)
         return _frame(last)
