@@ -86,7 +86,9 @@ async def create_response(scope: Any, receive: Any, send: Any) -> None:
     request, raw = state.continued(request, raw)
     translation = to_chat_request(request)
     translation.echo["previous_response_id"] = state.previous_id
-    native = ResponsesCall(raw, translation.problems, on_end=state.answered)
+    native = ResponsesCall(
+        raw, translation.problems, on_end=state.answered, previous_id=state.previous_id
+    )
     try:
         outcome = await resources.chat.handle(
             caller,

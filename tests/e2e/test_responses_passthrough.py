@@ -199,6 +199,8 @@ def test_a_stream_passes_through_event_by_event(
     events = read_events(raw)
     final = check_event_order(events)
     assert final["output"][0]["content"][0]["text"] == DEFAULT_TEXT
+    kept = http.get(f"/v1/responses/{final['id']}")
+    assert kept.status_code == 200 and kept.json() == final  # kept as the stream ended
     upstream = read_events(_upstream_stream_text())
     assert len(events) == len(upstream)
     for got, sent_event in zip(events, upstream, strict=True):
@@ -292,6 +294,7 @@ def test_a_passthrough_turn_continues_from_the_gateways_store(
     assert second.status_code == 200, second.text
     sent = responses_upstream.requests[-1].json
     assert "previous_response_id" not in sent  # the upstream is shared by every tenant
+    assert second.json()["previous_response_id"] == first.json()["id"]
     assert sent["input"] == [
         {
             "type": "message",

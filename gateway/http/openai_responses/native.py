@@ -2,9 +2,10 @@
 provider speaks the Responses API (`providers.base.ResponsesProvider`: OpenAI, Azure OpenAI).
 
 `ResponsesCall` is the call's `gateway.chat.dialect.NativeRequest`: the body goes to such
-routes as it came, but for `model` (the upstream's name), and comes back as the upstream
-answered it: the upstream's response id is kept (a later `previous_response_id` names it, and
-the upstream keeps its state), `model` is the gateway's model id, and `usage` gets the
+routes as it came, but for `model` (the upstream's name) and `previous_response_id` (served by
+the gateway: its earlier turns come in `input`), and comes back as the upstream
+answered it: the upstream's response id is kept, `model` is the gateway's model id,
+`previous_response_id` the client's (the gateway served it: `state.py`), and `usage` gets the
 gateway's `credits` and `credits_usd_reference`. A stream's events go out as the upstream sent
 them, with the same changes to the `response` they carry; the terminal event
 (`response.completed`, `.incomplete` or `.failed`) is held back until the call is settled, so
@@ -75,16 +76,20 @@ class _Upstream:
 class ResponsesCall:
     """One `/v1/responses` request as its client sent it (see the module docstring)."""
 
-    __slots__ = ("_on_end", "passed_through", "problems", "request", "upstream_id")
+    __slots__ = ("_on_end", "_previous", "passed_through", "problems", "request", "upstream_id")
 
     def __init__(
         self,
         raw: dict[str, Any],
         problems: Sequence[ErrorDetail] = (),
         on_end: Callable[[dict[str, Any]], None] | None = None,
+        previous_id: str | None = None,
     ) -> None:
         self.request = raw
         self.problems = problems
+        self._previous = previous_id
+        """The client's `previous_response_id`, which the gateway served (the upstream was
+        sent the earlier turns instead): the answer repeats it."""
         self._on_end = on_end
         """Told a stream's finished response object, before its terminal event is framed."""
         self.passed_through = False
@@ -108,11 +113,13 @@ class ResponsesCall:
         return body
 
     def framer(self, *, call_id: str, model: str) -> NativeResponseFramer:
-        return NativeResponseFramer(model=model, on_end=self._on_end)
+        return NativeResponseFramer(model=model, on_end=self._on_end, previous_id=self._previous)
 
     def completion(self, body: dict[str, Any], credits: dict[str, str]) -> bytes:
         if isinstance(self.upstream_id, str):
             body["id"] = self.upstream_id
+        if self._previous is not None:
+            body["previous_response_id"] = self._previous
         usage = body.get("usage")
         if isinstance(usage, dict):
             usage.update(credits)
@@ -127,12 +134,17 @@ class NativeResponseFramer:
     content_type = SSE_CONTENT_TYPE
     wants_usage = True
 
-    __slots__ = ("_last", "_model", "_on_end", "_response", "_sequence")
+    __slots__ = ("_last", "_model", "_on_end", "_previous", "_response", "_sequence")
 
     def __init__(
-        self, *, model: str, on_end: Callable[[dict[str, Any]], None] | None = None
+        self,
+        *,
+        model: str,
+        on_end: Callable[[dict[str, Any]], None] | None = None,
+        previous_id: str | None = None,
     ) -> None:
         self._model = model
+        self._previous = previous_id
         self._on_end = on_end
         self._last: dict[str, Any] | None = None  # the terminal event, held back
         self._response: dict[str, Any] = {}  # the latest response object seen
@@ -145,6 +157,8 @@ class NativeResponseFramer:
         response = chunk.get("response")
         if isinstance(response, dict):
             response["model"] = self._model
+            if self._previous is not None:
+                response["previous_response_id"] = self._previous
             self._response = response
         if chunk.get("type") in _TERMINAL:
             self._last = chunk
