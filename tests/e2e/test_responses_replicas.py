@@ -29,7 +29,7 @@ def replicas(
     try:
         second = start_gateway(workdir / "b", config, store_url=shared)
         try:
-            first.grant("default", "1000")  # a store of its own starts every wallet at 0
+            first.grant("default", "1000")  # a shared store gets no starting grant or key
             yield first, second
         finally:
             second.stop()
@@ -38,7 +38,7 @@ def replicas(
 
 
 def key_of(gateway: GatewayProcess) -> str:
-    """A key of the tenant `default` (a gateway on Redis makes none by itself)."""
+    """A key of the tenant `default` (a gateway on a shared store makes none by itself)."""
     if gateway.api_key is None:
         gateway.api_key = gateway.new_key("default")
     return gateway.api_key
