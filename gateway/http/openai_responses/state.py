@@ -134,9 +134,10 @@ class ResponseState:
             own_raw = [{"role": "user", "content": own_raw}]
         body = {name: value for name, value in raw.items() if name != "previous_response_id"}
         body["input"] = [*upstream_items(self.earlier), *(own_raw or [])]
-        return msgspec.structs.replace(
+        continued = msgspec.structs.replace(
             request, input=_as_items(typed), previous_response_id=UNSET
-        ), body
+        )
+        return continued, body
 
     def answered(self, response: dict[str, Any]) -> None:
         """A stream's framer finished the response object (before its last frames go out)."""
@@ -172,6 +173,7 @@ class ResponseState:
             _log.warning("response_not_kept", response_id=ident, error=repr(exc))
 
     async def put_final(self) -> None:
+        """Keep the stream's finished response (once), which `answered` was told."""
         final, self.final = self.final, None
         if final is not None:
             await self._put(final, _encode(final))
