@@ -2,6 +2,7 @@
 
     GatewayError                      500 internal_error (retryable)
     ├── InvalidRequest                400 invalid_request           (chat bodies)
+    │   └── PreviousResponseNotFound  400 previous_response_not_found (OpenAI's, Responses API)
     ├── ValidationFailed              422 validation_error          (other bodies, queries)
     ├── InvalidApiKey                 401 invalid_api_key
     ├── InvalidAdminToken             401 invalid_admin_token       (/admin/v1)
@@ -64,6 +65,7 @@ __all__ = [
     "NotImplementedYet",
     "OutcomeUnknown",
     "PayloadTooLarge",
+    "PreviousResponseNotFound",
     "RangeNotSatisfiable",
     "RateLimited",
     "RequestHeadTooLarge",
@@ -172,6 +174,13 @@ class GatewayError(Exception):
 class InvalidRequest(GatewayError):
     status_code, code, retryable = 400, "invalid_request", False
     default_message = "The request body is invalid."
+
+
+class PreviousResponseNotFound(InvalidRequest):
+    """A Responses API request continues from a response this tenant has no stored (OpenAI
+    answers an unknown `previous_response_id` with this status and code)."""
+
+    code = "previous_response_not_found"
 
 
 class ValidationFailed(GatewayError):

@@ -11,9 +11,11 @@ API (OpenAI, Azure OpenAI) gets the body as sent (`native.ResponsesCall`); on an
 built-in tools are left out of the offer and named in `x-gateway-dropped-tools` and the log
 line. Errors are the gateway's envelope, OpenAI's shape, as on the chat endpoint.
 
-The gateway keeps no responses itself: `GET` and `DELETE /v1/responses/{id}` (and its
-`input_items`) answer 404 `not_found`, and `previous_response_id` is served only by a
-passthrough route (a 400 naming the field on any other).
+The gateway keeps the responses itself, per tenant, on every route (passthrough ones too:
+`gateway.http.openai_responses.state`): `store` (true unless false) keeps a response before
+its client gets it whole, `previous_response_id` continues from a kept one on any upstream,
+and `GET`, `DELETE /v1/responses/{id}` and `GET /v1/responses/{id}/input_items` serve them
+(404 `not_found` for an id the tenant has not stored).
 
 None of these paths is in the OpenAPI document: it is OpenAI's API, described by OpenAI's own
 reference (docs/api.md lists how the gateway differs from it).
@@ -24,9 +26,12 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from litestar import asgi, delete, get
+from litestar import Response, asgi, delete, get
+from litestar.enums import MediaType
+from litestar.params import Parameter
 
 from gateway.api.dependencies import authenticate, count_refused
+from gateway.api.query import page_limit
 from gateway.api.resources import Resources
 from gateway.api.responses import route_headers, send_bytes, send_reply
 from gateway.auth import Caller
@@ -34,10 +39,12 @@ from gateway.chat.inputs import inventory_of
 from gateway.chat.outcomes import ChatCompleted, ChatReplayed
 from gateway.chat.tokens import count_tokens
 from gateway.errors import (
+    ErrorDetail,
     GatewayError,
     InvalidRequest,
     MethodNotAllowed,
     NotFound,
+    ValidationFailed,
     fields_message,
 )
 from gateway.http.context import RequestContext, context_of
@@ -51,6 +58,7 @@ from gateway.http.openai_responses.request import (
     decode_responses,
     to_chat_request,
 )
+from gateway.http.openai_responses.state import ResponseState
 
 __all__ = ["DROPPED_TOOLS_HEADER", "HANDLERS", "create_response", "input_tokens"]
 
@@ -76,14 +84,26 @@ async def create_response(scope: Any, receive: Any, send: Any) -> None:
         require_json_content_type(ctx.content_type)
         body = await read_body(receive, resources.config.file.gateway.max_body_bytes)
         request, raw = decode_responses(body)
+        state = ResponseState(resources.store, caller.tenant.name, request)
+        await state.load()
+        request, raw = state.continued(request, raw)
+        # The hold bounds what the upstream is sent: the earlier turns a stored response adds too.
+        body_size = len(body) if state.previous_id is None else len(_encode(raw))
         translation = to_chat_request(request)
+        translation.echo["previous_response_id"] = state.previous_id
         try:
-            native = ResponsesCall(raw, translation.problems, inventory_of(translation.chat))
+            native = ResponsesCall(
+                raw,
+                translation.problems,
+                inventory_of(translation.chat),
+                on_end=state.answered,
+                previous_id=state.previous_id,
+            )
             outcome = await resources.chat.handle(
                 caller,
                 translation.chat,
-                body_size=len(body),
-                dialect=OpenAIResponses(translation),
+                body_size=body_size,
+                dialect=OpenAIResponses(translation, on_end=state.answered),
                 request_id=ctx.request_id,
                 idempotency_key=ctx.idempotency_key,
                 native=native,
@@ -102,6 +122,7 @@ async def create_response(scope: Any, receive: Any, send: Any) -> None:
     ctx.rate = outcome.rate
     if isinstance(outcome, ChatCompleted):
         ctx.routing, ctx.upstream_seconds = outcome.route, outcome.upstream_seconds
+        await state.kept(outcome.body)
         await send_bytes(
             send,
             outcome.body,
@@ -113,7 +134,7 @@ async def create_response(scope: Any, receive: Any, send: Any) -> None:
     else:
         ctx.routing, ctx.upstream_seconds = outcome.route, outcome.upstream_seconds
         headers = [*route_headers(outcome.model, outcome.route, outcome.max_tokens), *extra]
-        await send_event_stream(outcome.events, receive, send, headers)
+        await send_event_stream(state.keeping(outcome.events), receive, send, headers)
 
 
 class _Estimate:
@@ -152,22 +173,57 @@ def _in_client_terms(error: InvalidRequest) -> None:
 
 
 def _not_stored(response_id: str) -> NotFound:
-    return NotFound(f"No response {response_id!r}: this gateway does not store responses.")
+    return NotFound(f"No response with id {response_id!r} is stored.")
 
 
 @get("/v1/responses/{response_id:str}", include_in_schema=False)
-async def get_response(caller: Caller, response_id: str) -> None:
-    raise _not_stored(response_id)
+async def get_response(caller: Caller, resources: Resources, response_id: str) -> Response[bytes]:
+    record = await resources.store.get_response(caller.tenant.name, response_id)
+    if record is None:
+        raise _not_stored(response_id)
+    return Response(record.response, media_type=MediaType.JSON)
 
 
 @delete("/v1/responses/{response_id:str}", include_in_schema=False, status_code=200)
-async def delete_response(caller: Caller, response_id: str) -> None:
-    raise _not_stored(response_id)
+async def delete_response(caller: Caller, resources: Resources, response_id: str) -> dict[str, Any]:
+    if not await resources.store.delete_response(caller.tenant.name, response_id):
+        raise _not_stored(response_id)
+    return {"id": response_id, "object": "response.deleted", "deleted": True}
 
 
 @get("/v1/responses/{response_id:str}/input_items", include_in_schema=False)
-async def list_input_items(caller: Caller, response_id: str) -> None:
-    raise _not_stored(response_id)
+async def list_input_items(
+    caller: Caller,
+    resources: Resources,
+    response_id: str,
+    limit: str = Parameter(query="limit", default="20"),
+    after: str | None = Parameter(query="after", default=None),
+    order: str = Parameter(query="order", default="desc"),
+) -> dict[str, Any]:
+    """OpenAI's list of a response's input items, newest first unless `order=asc`."""
+    size = page_limit(limit, high=100)
+    if order not in ("asc", "desc"):
+        message = "one of asc, desc"
+        raise ValidationFailed(
+            f"order must be {message}.", details=[ErrorDetail(field="order", message=message)]
+        )
+    page = await resources.store.response_input_items(
+        caller.tenant.name,
+        response_id,
+        limit=size,
+        after=after or None,
+        order="asc" if order == "asc" else "desc",
+    )
+    if page is None:
+        raise _not_stored(response_id)
+    data = page.data
+    return {
+        "object": "list",
+        "data": data,
+        "first_id": data[0].get("id") if data else None,
+        "last_id": data[-1].get("id") if data else None,
+        "has_more": page.has_more,
+    }
 
 
 HANDLERS = [create_response, delete_response, get_response, input_tokens, list_input_items]

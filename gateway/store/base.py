@@ -6,7 +6,8 @@ same `Call` (the call's identity, built once). A task is prepaid:
 `create_task` holds its price and `confirm_task` debits it, a worker `claim_task`s and
 `touch_task`es it, `finalize_task` refunds what was not delivered (once). Nothing here is a
 plain get/set: a caller can never read, decide and write across an `await`. The value types
-are `records.py`'s (keys, calls, money) and `tasks.py`'s (tasks, artifacts), re-exported here.
+are `records.py`'s (keys, calls, money), `tasks.py`'s (tasks, artifacts) and `responses.py`'s
+(stored Responses API responses), re-exported here.
 
 Amounts are integer credit units (`gateway.billing.money.UNITS_PER_CREDIT` per credit).
 Times are float seconds since the epoch.
@@ -33,6 +34,7 @@ from gateway.store.records import (
     StoredReply,
     Wallet,
 )
+from gateway.store.responses import ItemOrder, ItemsPage, StoredResponse
 from gateway.store.tasks import (
     TERMINAL,
     ArtifactKind,
@@ -60,6 +62,8 @@ __all__ = [
     "ArtifactRecord",
     "Call",
     "IdempotencyClaim",
+    "ItemOrder",
+    "ItemsPage",
     "LedgerEntry",
     "LedgerKind",
     "LedgerPage",
@@ -69,6 +73,7 @@ __all__ = [
     "Settlement",
     "Store",
     "StoredReply",
+    "StoredResponse",
     "TaskAbandon",
     "TaskConfirm",
     "TaskCreate",
@@ -279,4 +284,31 @@ class Store(Protocol):
 
     async def delete_artifact(self, artifact_id: str) -> None:
         """Idempotent."""
+        ...
+
+    # Stored responses of the Responses API (see docs/store.md, "Stored responses")
+    async def put_response(self, record: StoredResponse) -> None:
+        """Keeps `record` for its tenant until its `expires_at` (replaces one with the same
+        tenant and id)."""
+        ...
+
+    async def get_response(self, tenant: str, response_id: str) -> StoredResponse | None:
+        """None for an unknown, expired or deleted response, and for another tenant's."""
+        ...
+
+    async def delete_response(self, tenant: str, response_id: str) -> bool:
+        """False when `get_response` would have given None."""
+        ...
+
+    async def response_input_items(
+        self,
+        tenant: str,
+        response_id: str,
+        *,
+        limit: int,
+        after: str | None = None,
+        order: ItemOrder = "desc",
+    ) -> ItemsPage | None:
+        """A page of the response's input items (`gateway.store.responses.page_items`); None
+        when `get_response` would have given None."""
         ...

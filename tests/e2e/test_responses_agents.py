@@ -1,6 +1,7 @@
 """The OpenAI Agents SDK (`openai-agents`) against the embedded default through the Responses
 API: `Runner.run` with a function tool, the tool runs with the arguments the model chose, the
-loop ends, and the final output arrives; streamed too (`Runner.run_streamed`)."""
+loop ends, and the final output arrives; streamed too (`Runner.run_streamed`); and chained by
+`previous_response_id` (the gateway's stored responses)."""
 
 from __future__ import annotations
 
@@ -83,3 +84,37 @@ def test_a_streamed_run_ends_too(gateway: GatewayProcess) -> None:
     final, kinds = asyncio.run(run())
     assert final and len(calls) == 1
     assert kinds.count("response.completed") == 2 and "response.failed" not in kinds
+
+
+def test_a_run_chained_by_previous_response_id_continues(gateway: GatewayProcess) -> None:
+    """`auto_previous_response_id`: each turn of the run sends only its new items and the id of
+    the response before (the tool loop is rebuilt from the gateway's store); a second run goes
+    on from the first's last response."""
+    from agents import Runner
+
+    calls: list[str] = []
+
+    async def run() -> tuple[str, str, int, str | None]:
+        agent, client = make_agent(gateway, calls)
+        async with client:
+            first = await Runner.run(
+                agent, "What is the weather in Oslo?", max_turns=4, auto_previous_response_id=True
+            )
+            second = await Runner.run(
+                agent,
+                "And tomorrow?",
+                max_turns=4,
+                previous_response_id=first.last_response_id,
+            )
+            kept = await client.responses.retrieve(str(second.last_response_id))
+        return (
+            str(first.final_output),
+            str(second.final_output),
+            len(first.raw_responses),
+            kept.previous_response_id,
+        )
+
+    first, second, turns, previous = asyncio.run(run())
+    assert first and second and turns == 2  # the call, then the answer after the tool's output
+    assert calls and calls[0]
+    assert previous is not None and previous.startswith("resp_")

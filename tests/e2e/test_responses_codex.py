@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 import subprocess
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -111,3 +113,7 @@ def test_codex_exec_gets_the_simulators_answer(gateway: GatewayProcess, tmp_path
     )
     assert all(r["status"] == 200 and r["dialect"] == "responses" for r in calls)
     assert all("web_search" in (r["dropped_tools"] or "") for r in calls)
+    database = Path(gateway.env["GATEWAY_DATA_DIR"]) / "gateway.db"
+    with closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as db:
+        (kept,) = db.execute("SELECT count(*) FROM responses").fetchone()
+    assert kept == 0  # Codex sends `store: false` and its whole history: the gateway keeps none

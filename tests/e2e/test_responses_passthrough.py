@@ -2,11 +2,13 @@
 and translated to an OpenAI-compatible server's chat completions, behind one gateway.
 
 Passthrough: the upstream gets the body as the client sent it but for `model` (encrypted
-reasoning, `include`, built-in tools, `store`, `previous_response_id` kept); the answer and each
+reasoning, `include`, built-in tools, `store` kept); the answer and each
 event come back as the upstream sent them but for `model` and the credits in the terminal
 usage, charged from the upstream's counts. An upstream's own `response.failed` arrives once; an
 upstream that breaks off ends in the gateway's `response.failed`. Translation: the same request
-becomes a chat completion call, and what only passthrough can serve is a 400 naming it."""
+becomes a chat completion call, and what only passthrough can serve is a 400 naming it.
+`previous_response_id` is the gateway's on both: a passthrough route is sent the earlier turns
+from the gateway's store in `input` (never the field), whichever route answered them."""
 
 from __future__ import annotations
 
@@ -115,7 +117,6 @@ CLIENT_BODY: dict[str, Any] = {
     "tools": [{"type": "web_search"}],
     "include": ["reasoning.encrypted_content"],
     "store": True,
-    "previous_response_id": "resp_earlier",
     "a_field_this_gateway_does_not_know": {"kept": True},
 }
 
@@ -198,6 +199,8 @@ def test_a_stream_passes_through_event_by_event(
     events = read_events(raw)
     final = check_event_order(events)
     assert final["output"][0]["content"][0]["text"] == DEFAULT_TEXT
+    kept = http.get(f"/v1/responses/{final['id']}")
+    assert kept.status_code == 200 and kept.json() == final  # kept as the stream ended
     upstream = read_events(_upstream_stream_text())
     assert len(events) == len(upstream)
     for got, sent_event in zip(events, upstream, strict=True):
@@ -274,7 +277,48 @@ def test_translated_to_an_openai_compatible_server(http: httpx.Client, compat: F
     assert "tools" not in sent.json and "gAAAAB" not in json.dumps(sent.json)
     refused = http.post("/v1/responses", json={**body, "previous_response_id": "resp_1"})
     assert refused.status_code == 400
-    assert refused.json()["error"]["param"] == "previous_response_id"
+    error = refused.json()["error"]
+    assert error["param"] == "previous_response_id"
+    assert error["code"] == "previous_response_not_found"
+
+
+def test_a_passthrough_turn_continues_from_the_gateways_store(
+    http: httpx.Client, responses_upstream: FakeOpenAIResponses
+) -> None:
+    first = http.post("/v1/responses", json=CLIENT_BODY)
+    assert first.status_code == 200, first.text
+    kept = http.get(f"/v1/responses/{first.json()['id']}")
+    assert kept.status_code == 200 and kept.json() == first.json()
+    body = {"model": "gpt-pass", "input": "And then?", "previous_response_id": first.json()["id"]}
+    second = http.post("/v1/responses", json=body)
+    assert second.status_code == 200, second.text
+    sent = responses_upstream.requests[-1].json
+    assert "previous_response_id" not in sent  # the upstream is shared by every tenant
+    assert second.json()["previous_response_id"] == first.json()["id"]
+    assert sent["input"] == [
+        {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "Search rivers"}],
+        },
+        CLIENT_BODY["input"][1],  # an upstream's encrypted reasoning goes back, with its id
+        {k: v for k, v in whole_response("gpt-5-upstream")["output"][0].items() if k != "id"},
+        {"role": "user", "content": "And then?"},
+    ]
+
+
+def test_a_translated_turn_continues_on_a_passthrough_route(
+    http: httpx.Client, responses_upstream: FakeOpenAIResponses, compat: FakeOpenAI
+) -> None:
+    first = http.post("/v1/responses", json={"model": "compat-chat", "input": "Hi"})
+    assert first.status_code == 200, first.text
+    body = {"model": "gpt-pass", "input": "And then?", "previous_response_id": first.json()["id"]}
+    second = http.post("/v1/responses", json=body)
+    assert second.status_code == 200, second.text
+    sent = responses_upstream.requests[-1].json["input"]
+    assert [item.get("role") for item in sent] == ["user", "assistant", "user"]
+    assert sent[1]["content"][0]["text"] == compat.text
+    assert not any("id" in item for item in sent)  # the gateway's ids mean nothing upstream
 
 
 def test_azure_openai_passes_through_to_its_deployment(

@@ -1,9 +1,9 @@
 """The Responses API (`POST /v1/responses`) on the embedded default (the simulator behind the
 repository's own routing file), driven by the official openai SDK: `responses.create`,
 `responses.stream` and `responses.parse`, a function-tool loop that ends in text, built-in tools
-dropped and named, what needs stored state refused, a stream broken mid-way ending in
-`response.failed` and charged, an Idempotency-Key replayed; each raw stream checked event by
-event."""
+dropped and named, a stream broken mid-way ending in `response.failed` and charged, an
+Idempotency-Key replayed; each raw stream checked event by event. Stored responses and
+`previous_response_id`: tests/e2e/test_responses_state.py."""
 
 from __future__ import annotations
 
@@ -160,20 +160,6 @@ def test_built_in_tools_are_dropped_and_named(
     error = caught.value.body
     assert isinstance(error, dict) and error["code"] == "invalid_request"
     assert error["param"] == "tool_choice" and "web_search" in error["message"]
-
-
-def test_no_stored_state(client: openai.OpenAI, http: httpx.Client) -> None:
-    with pytest.raises(openai.BadRequestError) as caught:
-        client.responses.create(model="auto", input="Go on", previous_response_id="resp_1")
-    assert isinstance(caught.value.body, dict)
-    assert caught.value.body["param"] == "previous_response_id"
-    response = client.responses.create(model="auto", input="Hello", store=True)
-    with pytest.raises(openai.NotFoundError):
-        client.responses.retrieve(response.id)
-    with pytest.raises(openai.NotFoundError):
-        client.responses.delete(response.id)
-    answer = http.get(f"/v1/responses/{response.id}/input_items")
-    assert answer.status_code == 404 and answer.json()["error"]["code"] == "not_found"
 
 
 def test_input_tokens_is_an_estimate(http: httpx.Client) -> None:

@@ -9,6 +9,7 @@ Responses API objects and events.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from gateway.http.openai_responses.answer import response_of
@@ -29,14 +30,20 @@ class OpenAIResponses:
     limit_field = "max_output_tokens"
     lowers_max_tokens = False  # above a model's limit: a 400 naming the field, as OpenAI answers
 
-    __slots__ = ("_echo", "_names")
+    __slots__ = ("_echo", "_names", "_on_end")
 
-    def __init__(self, translation: ResponsesTranslation) -> None:
+    def __init__(
+        self,
+        translation: ResponsesTranslation,
+        on_end: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self._echo = translation.echo
         self._names = translation.names
+        self._on_end = on_end
+        """Told a stream's finished response object, before its last events are framed."""
 
     def framer(self, *, include_usage: bool) -> ResponseEventFramer:
-        return ResponseEventFramer(self._echo, self._names)
+        return ResponseEventFramer(self._echo, self._names, self._on_end)
 
     def completion(self, body: dict[str, Any]) -> bytes:
         return response_of(body, self._echo, self._names)

@@ -30,6 +30,7 @@ So an item is always added before any delta of it, and closed before the next on
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -92,6 +93,7 @@ class ResponseEventFramer:
         "_id",
         "_model",
         "_names",
+        "_on_end",
         "_open",
         "_output",
         "_sequence",
@@ -99,9 +101,15 @@ class ResponseEventFramer:
         "_tools",
     )
 
-    def __init__(self, echo: dict[str, Any], names: ToolNames) -> None:
+    def __init__(
+        self,
+        echo: dict[str, Any],
+        names: ToolNames,
+        on_end: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self._echo = echo
         self._names = names
+        self._on_end = on_end  # told the finished response object (to keep it)
         self._sequence = 0
         self._started = False
         self._id = ""
@@ -283,5 +291,7 @@ class ResponseEventFramer:
         counts = responses_usage((usage or {}).get("usage") or {})
         response = self._response(status, usage=counts, incomplete=incomplete)
         kind = "response.completed" if status == "completed" else "response.incomplete"
+        if self._on_end is not None:
+            self._on_end(response)
         self._event(kind, out, response=response)
         return b"".join(out)

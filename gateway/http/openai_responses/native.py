@@ -2,9 +2,10 @@
 provider speaks the Responses API (`providers.base.ResponsesProvider`: OpenAI, Azure OpenAI).
 
 `ResponsesCall` is the call's `gateway.chat.dialect.NativeRequest`: the body goes to such
-routes as it came, but for `model` (the upstream's name), and comes back as the upstream
-answered it: the upstream's response id is kept (a later `previous_response_id` names it, and
-the upstream keeps its state), `model` is the gateway's model id, and `usage` gets the
+routes as it came, but for `model` (the upstream's name) and `previous_response_id` (served by
+the gateway: its earlier turns come in `input`), and comes back as the upstream
+answered it: the upstream's response id is kept, `model` is the gateway's model id,
+`previous_response_id` the client's (the gateway served it: `state.py`), and `usage` gets the
 gateway's `credits` and `credits_usd_reference`. A stream's events go out as the upstream sent
 them, with the same changes to the `response` they carry; the terminal event
 (`response.completed`, `.incomplete` or `.failed`) is held back until the call is settled, so
@@ -14,7 +15,7 @@ its usage carries the credits charged. A stream that breaks after it began ends 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -76,18 +77,34 @@ class _Upstream:
 class ResponsesCall:
     """One `/v1/responses` request as its client sent it (see the module docstring)."""
 
-    __slots__ = ("inputs", "passed_through", "problems", "request", "upstream_id")
+    __slots__ = (
+        "_on_end",
+        "_previous",
+        "inputs",
+        "passed_through",
+        "problems",
+        "request",
+        "upstream_id",
+    )
 
     def __init__(
         self,
         raw: dict[str, Any],
         problems: Sequence[ErrorDetail] = (),
         inputs: InputInventory = NO_INPUTS,
+        *,
+        on_end: Callable[[dict[str, Any]], None] | None = None,
+        previous_id: str | None = None,
     ) -> None:
         self.request = raw
         self.problems = problems
         self.inputs = inputs
         """What the body carries that its bytes do not bound (`gateway.chat.inputs`)."""
+        self._previous = previous_id
+        """The client's `previous_response_id`, which the gateway served (the upstream was
+        sent the earlier turns instead): the answer repeats it."""
+        self._on_end = on_end
+        """Told a stream's finished response object, before its terminal event is framed."""
         self.passed_through = False
         """Whether an upstream that was sent the body as is answered (then no tool was
         dropped)."""
@@ -98,21 +115,24 @@ class ResponsesCall:
         return None if speaker is None else _Upstream(speaker, self)
 
     def body_for(self, upstream_model: str, max_tokens: int | None = None) -> dict[str, Any]:
-        """The client's body with the upstream model; `max_tokens`: the output limit a
-        wallet-bounded hold pays for, when it is below what the client asked."""
+        """The client's body for the upstream model, its `max_output_tokens` lowered to
+        `max_tokens` (what the wallet-bounded hold pays for) when that is given and smaller."""
         body = dict(self.request)
         body["model"] = upstream_model
-        asked = body.get("max_output_tokens")
-        if max_tokens is not None and not (isinstance(asked, int) and asked <= max_tokens):
-            body["max_output_tokens"] = max_tokens
+        if max_tokens is not None:
+            asked = body.get("max_output_tokens")
+            if not isinstance(asked, int) or asked > max_tokens:
+                body["max_output_tokens"] = max_tokens
         return body
 
     def framer(self, *, call_id: str, model: str) -> NativeResponseFramer:
-        return NativeResponseFramer(model=model)
+        return NativeResponseFramer(model=model, on_end=self._on_end, previous_id=self._previous)
 
     def completion(self, body: dict[str, Any], credits: dict[str, str]) -> bytes:
         if isinstance(self.upstream_id, str):
             body["id"] = self.upstream_id
+        if self._previous is not None:
+            body["previous_response_id"] = self._previous
         usage = body.get("usage")
         if isinstance(usage, dict):
             usage.update(credits)
@@ -127,10 +147,18 @@ class NativeResponseFramer:
     content_type = SSE_CONTENT_TYPE
     wants_usage = True
 
-    __slots__ = ("_last", "_model", "_response", "_sequence")
+    __slots__ = ("_last", "_model", "_on_end", "_previous", "_response", "_sequence")
 
-    def __init__(self, *, model: str) -> None:
+    def __init__(
+        self,
+        *,
+        model: str,
+        on_end: Callable[[dict[str, Any]], None] | None = None,
+        previous_id: str | None = None,
+    ) -> None:
         self._model = model
+        self._previous = previous_id
+        self._on_end = on_end
         self._last: dict[str, Any] | None = None  # the terminal event, held back
         self._response: dict[str, Any] = {}  # the latest response object seen
         self._sequence = -1
@@ -142,6 +170,8 @@ class NativeResponseFramer:
         response = chunk.get("response")
         if isinstance(response, dict):
             response["model"] = self._model
+            if self._previous is not None:
+                response["previous_response_id"] = self._previous
             self._response = response
         if chunk.get("type") in _TERMINAL:
             self._last = chunk
@@ -178,4 +208,6 @@ class NativeResponseFramer:
                 if name in credits:
                     counts[name] = credits[name]
             response["usage"] = counts
+            if self._on_end is not None and last.get("type") != "response.failed":
+                self._on_end(response)
         return _frame(last)

@@ -22,15 +22,19 @@
     temperature, top_p, metadata,    kept
     user, safety_identifier,
     prompt_cache_key
-    store, include, truncation,      accepted; no state is kept (`store` is never sent to an
-    service_tier, top_logprobs,      upstream)
+    store, include, truncation,      accepted (`store` is never sent to an upstream: the
+    service_tier, top_logprobs,      gateway keeps the response itself, `state.py`)
     max_tool_calls
+
+`previous_response_id` is resolved before this translation, from the gateway's store
+(`gateway.http.openai_responses.state`): the request translated here carries the earlier turns
+in its input instead.
 
 Problems (`ResponsesTranslation.problems`, each naming the field): what only an upstream that
 speaks the Responses API can serve, so the call is passed through to an OpenAI or Azure OpenAI
-route or refused with a 400 naming the fields: `previous_response_id`, `conversation`,
-`prompt`, `background: true`, `item_reference` items, input files, items and parts of types
-not listed here, and a `tool_choice` that forces a built-in tool.
+route or refused with a 400 naming the fields: `conversation`, `prompt`, `background: true`,
+`item_reference` items, input files, items and parts of types not listed here, and a
+`tool_choice` that forces a built-in tool.
 """
 
 from __future__ import annotations

@@ -43,6 +43,8 @@ Tenant scope (``{p}{t:<tenant>}:`` then):
                                         reconcile should next check it has a queue entry
     task_expiry                 zset    msgpack [task_id, tenant, capability, status] by the time
                                         an ended task expires (the retention sweep)
+    response:{response_id}      string  a stored Responses API response (msgpack
+                                        StoredResponse, redis/responses.py)  TTL: its retention
 
 Queue shard scope (``{p}{q<n>.<k>.<j>}:`` then):
 
@@ -238,6 +240,9 @@ class RedisKeys:
 
     def task_expiry(self, tenant: str) -> str:
         return f"{self.tenant_scope(tenant)}task_expiry"
+
+    def response(self, tenant: str, response_id: str) -> str:
+        return f"{self.tenant_scope(tenant)}response:{response_id}"
 
     def task_pattern(self) -> str:
         """A SCAN pattern of every `task(tenant, id)` (the prefix's glob characters escaped)."""

@@ -20,6 +20,7 @@ from gateway.store.redis.artifacts import RedisArtifactArea
 from gateway.store.redis.connect import Connections
 from gateway.store.redis.errors import store_errors
 from gateway.store.redis.keys import RedisKeys
+from gateway.store.redis.responses import RedisResponseArea
 from gateway.store.redis.scripts import PipelinedScripts, Scripts, Source, script_source
 from gateway.store.redis.target import RedisTarget, parse_target
 from gateway.store.redis.task_index import RedisTaskIndexArea
@@ -41,15 +42,16 @@ class RedisStore(
     RedisTaskQueueUpkeepArea,
     RedisTaskIndexArea,
     RedisArtifactArea,
+    RedisResponseArea,
 ):
     """The `gateway.store.base.Store` on Redis.
 
     Each area is a module of its own, mixed in here: keys (`api_keys.py`), admission
     (`admission.py`), wallet and ledger (`wallet.py`), tasks (`tasks.py`; their queue:
     `task_queue.py`, its upkeep `task_queue_upkeep.py`; their listing and retention:
-    `task_index.py`), artifacts (`artifacts.py`). This class opens and closes the clients
-    (`connect.py`) and runs their scripts (`_eval`, `_eval_hot`), with Redis's errors mapped
-    in one place (`errors.py`).
+    `task_index.py`), artifacts (`artifacts.py`), stored responses (`responses.py`). This
+    class opens and closes the clients (`connect.py`) and runs their scripts (`_eval`,
+    `_eval_hot`), with Redis's errors mapped in one place (`errors.py`).
 
     The request path's scripts and every script that moves money go through the pipelined
     client (`_eval_hot`): a fraction of redis-py's CPU per call, sent once, and able to wait

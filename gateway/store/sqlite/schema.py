@@ -5,9 +5,10 @@ microseconds (durable at checkpoints, never corrupt); busy_timeout lets the CLI 
 share the file. Balances are derived data kept with the ledger in one transaction:
 `wallets.balance` always equals the sum of the tenant's `ledger.amount`.
 
-Only durable state lives here (schema 5): keys, wallets, the ledger, completed idempotency
-replies, tasks and artifacts. Holds, rate buckets, in-flight leases and per-call markers live in
-the serving process's memory (`memory.py`), so a request writes only what must survive it.
+Only durable state lives here (schema 6): keys, wallets, the ledger, completed idempotency
+replies, tasks, artifacts and stored responses. Holds, rate buckets, in-flight leases and
+per-call markers live in the serving process's memory (`memory.py`), so a request writes only
+what must survive it.
 Every B-tree a commit touches is one more 4 KiB page written to the WAL, so each table has only
 the indexes its lookups need:
 
@@ -25,6 +26,8 @@ the indexes its lookups need:
   (tenant, status, capability, seq); and ended tasks by `completed_at` (partial) are the
   retention sweep's.
 - `artifacts`: metadata only (the bytes are in blob storage), an expiry index for the sweep.
+- `responses`: stored Responses API responses, unique (tenant, response_id); rowid order is
+  expiry order (one retention for all), so the sweep deletes the oldest rows, no expiry index.
 
 Schema 3 only added `tasks` and `artifacts`: a schema-2 file is migrated by creating them.
 Schema 4 added `ledger.model` (what a charge, debit or refund was for) and `api_keys.prefix`
@@ -32,6 +35,7 @@ Schema 4 added `ledger.model` (what a charge, debit or refund was for) and `api_
 Schema 5 added the `tasks_unconfirmed` index (two-step task creates), the listing indexes and
 `tasks.completed_at` (filled from the records of the tasks that had ended, so retention counts
 from when they did).
+Schema 6 only added `responses`: an older file is migrated by creating it.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ import msgspec
 
 __all__ = ["SCHEMA_VERSION", "connect"]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 _TABLES = (
     """CREATE TABLE IF NOT EXISTS api_keys (
@@ -115,6 +119,15 @@ _TABLES = (
         task_id TEXT
     )""",
     "CREATE INDEX IF NOT EXISTS artifacts_by_expiry ON artifacts (expires_at)",
+    """CREATE TABLE IF NOT EXISTS responses (
+        tenant TEXT NOT NULL,
+        response_id TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        response BLOB NOT NULL,
+        input_items BLOB NOT NULL,
+        UNIQUE (tenant, response_id)
+    )""",
 )
 
 _ADDED_COLUMNS = (

@@ -41,6 +41,7 @@ from gateway.store.sqlite.checkpoint import Checkpointer, WalLimits
 from gateway.store.sqlite.errors import store_errors
 from gateway.store.sqlite.lock import claim_for_serving
 from gateway.store.sqlite.memory import Memory
+from gateway.store.sqlite.responses import SqliteResponseArea
 from gateway.store.sqlite.schema import connect
 from gateway.store.sqlite.task_index import SqliteTaskIndexArea
 from gateway.store.sqlite.tasks import SqliteTaskArea
@@ -63,15 +64,17 @@ class SqliteStore(
     SqliteTaskArea,
     SqliteTaskIndexArea,
     SqliteArtifactArea,
+    SqliteResponseArea,
 ):
     """The `gateway.store.base.Store` on SQLite (stdlib sqlite3, WAL, one connection).
 
     Each area is a module of its own, mixed in here: keys (`api_keys.py`), admission
     (`admission.py`), wallet and ledger (`wallet.py`), tasks (`tasks.py`; their listing and
-    retention: `task_index.py`), artifacts (`artifacts.py`). This class opens and closes the
-    file and runs their statements (`_read`, `_write`), with SQLite's errors mapped in one
-    place (`errors.py`). Every time that decides anything (holds, leases, buckets, sweeps,
-    reply and task expiry) comes from `clock`, so tests move it instead of sleeping.
+    retention: `task_index.py`), artifacts (`artifacts.py`), stored responses
+    (`responses.py`). This class opens and closes the file and runs their statements (`_read`,
+    `_write`), with SQLite's errors mapped in one place (`errors.py`). Every time that decides
+    anything (holds, leases, buckets, sweeps, reply, task and response expiry) comes from
+    `clock`, so tests move it instead of sleeping.
     """
 
     def __init__(
