@@ -137,7 +137,7 @@ class Metrics:
         )
         self._charged = counter(
             "gateway_credits_charged",
-            "Credits charged: chat settlements and task debits.",
+            "Credits charged: chat and embeddings settlements and task debits.",
             ("capability", "model"),
         )
         self._refunded = counter(
@@ -229,6 +229,12 @@ class Metrics:
         if completion_tokens:
             self._tokens(model, "out").inc(completion_tokens)
 
+    def embeddings_charged(self, model: str, units: int, prompt_tokens: int) -> None:
+        if units:
+            self._charged("embeddings", model).inc(units / self._per_credit)
+        if prompt_tokens:
+            self._tokens(model, "in").inc(prompt_tokens)
+
     def task_created(self, capability: str, model: str, units: int) -> None:
         self._tasks_created(capability, model).inc()
         if units:
@@ -274,6 +280,9 @@ class DisabledMetrics(Metrics):
         pass
 
     def chat_charged(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def embeddings_charged(self, *args: Any, **kwargs: Any) -> None:
         pass
 
     def task_created(self, *args: Any, **kwargs: Any) -> None:
