@@ -17,8 +17,9 @@ from urllib.parse import quote
 import msgspec
 from yarl import URL
 
-from providers.base import ChatCompletion
+from providers.base import ChatCompletion, EmbeddingResult
 from providers.bedrock.credentials import SigV4Signer
+from providers.bedrock.embeddings import bedrock_embed
 from providers.bedrock.errors import error_for_bedrock_response
 from providers.bedrock.options import Options
 from providers.bedrock.request import converse_request
@@ -43,7 +44,8 @@ def create(name: str, options: Options) -> BedrockProvider:
 
 
 class BedrockProvider:
-    """Implements `providers.base.ChatProvider` against one region's Bedrock runtime."""
+    """Implements `providers.base.ChatProvider` and `EmbeddingsProvider` against one
+    region's Bedrock runtime."""
 
     def __init__(self, name: str, options: Options, upstream: Upstream) -> None:
         self.name = name
@@ -70,6 +72,12 @@ class BedrockProvider:
         )
         response = await self._upstream.stream(converse_stream, payload, headers=_STREAM)
         return await BedrockChatStream(response, model).start()
+
+    async def embed(self, body: dict[str, Any]) -> EmbeddingResult:
+        """`InvokeModel` in the model family's body (`providers.bedrock.embeddings`)."""
+        model = str(body.get("model", ""))
+        url = URL(f"{self._endpoint}/model/{quote(model, safe='')}/invoke", encoded=True)
+        return await bedrock_embed(self._upstream, url, model, body)
 
     async def close(self) -> None:
         await self._upstream.close()

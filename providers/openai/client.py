@@ -13,7 +13,8 @@ from typing import Any
 
 import msgspec
 
-from providers.base import ChatCompletion, ImageRequest, ImageResult, TaskControl
+from providers.base import ChatCompletion, EmbeddingResult, ImageRequest, ImageResult, TaskControl
+from providers.openai.embeddings import MAX_EMBEDDINGS_BYTES, embeddings_from_bytes
 from providers.openai.errors import not_a_stream
 from providers.openai.images import OpenAIImages
 from providers.openai.options import Options
@@ -34,14 +35,16 @@ def create(name: str, options: Options) -> OpenAIProvider:
 
 
 class OpenAIProvider:
-    """`ChatProvider` against `<base_url>/chat/completions`, `ImageProvider` against
-    `<base_url>/images/generations` and `/images/edits`."""
+    """`ChatProvider` against `<base_url>/chat/completions`, `EmbeddingsProvider` against
+    `<base_url>/embeddings`, `ImageProvider` against `<base_url>/images/generations` and
+    `/images/edits`."""
 
     def __init__(self, name: str, options: Options, upstream: Upstream) -> None:
         self.name = name
         self._upstream = upstream
         self._url = options.url("/chat/completions")
         self._images = OpenAIImages(options, upstream)
+        self._embeddings = options.url("/embeddings")
 
     async def complete(self, body: dict[str, Any]) -> ChatCompletion:
         return completion_from_bytes(await self._upstream.request("POST", self._url, _encode(body)))
@@ -49,6 +52,12 @@ class OpenAIProvider:
     async def stream(self, body: dict[str, Any]) -> OpenAIChatStream:
         response = await self._upstream.stream(self._url, _encode(body))
         return await OpenAIChatStream(response).start()
+
+    async def embed(self, body: dict[str, Any]) -> EmbeddingResult:
+        raw = await self._upstream.request(
+            "POST", self._embeddings, _encode(body), max_bytes=MAX_EMBEDDINGS_BYTES
+        )
+        return embeddings_from_bytes(raw)
 
     async def generate_images(self, request: ImageRequest, control: TaskControl) -> ImageResult:
         return await self._images.generate(request, control)
