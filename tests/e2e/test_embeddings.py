@@ -18,6 +18,7 @@ import openai
 import pytest
 
 from tests.support.gateway_process import GatewayProcess, start_gateway
+from tests.support.metrics_scrape import scrape, total
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "sim-embed-1"
@@ -239,3 +240,21 @@ def test_the_catalog_and_models_list_the_embeddings_model(sdk: openai.OpenAI) ->
     entry = next(m for m in catalog if m["id"] == MODEL)
     assert entry["capabilities"] == ["embeddings"]
     assert entry["pricing"]["input"] == "0.10"
+
+
+def test_metrics_label_the_endpoint_and_the_capability(gateway: GatewayProcess) -> None:
+    key = gateway.api_key or ""
+    response = httpx.post(
+        f"{gateway.base_url}/embeddings",
+        json={"model": MODEL, "input": "m" * 40},
+        headers=_auth(key),
+    )
+    assert response.status_code == 200
+    _, samples = scrape(gateway)
+    assert total(samples, "gateway_requests_total", route="/v1/embeddings", status="200") >= 1
+    assert total(samples, "gateway_requests_total", route="/v1/embeddings", model=MODEL) >= 1
+    upstream = "gateway_upstream_request_seconds_count"
+    assert total(samples, upstream, capability="embeddings", model=MODEL) >= 1
+    charged = total(samples, "gateway_credits_charged_total", capability="embeddings", model=MODEL)
+    assert charged > 0
+    assert total(samples, "gateway_tokens_total", model=MODEL, direction="in") >= 10
