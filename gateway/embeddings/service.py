@@ -31,7 +31,14 @@ from gateway.auth import Caller
 from gateway.billing.money import format_credits, format_usd
 from gateway.billing.pricing import ChatPrice
 from gateway.embeddings.validation import EmbeddingInputs, check_embeddings_request
-from gateway.errors import GatewayError, InvalidRequest, ModelUnavailable, StoreUnavailable
+from gateway.errors import (
+    ErrorDetail,
+    GatewayError,
+    InsufficientCredits,
+    InvalidRequest,
+    ModelUnavailable,
+    StoreUnavailable,
+)
 from gateway.ids import new_call_id
 from gateway.logging import get_logger
 from gateway.metrics import DisabledMetrics, Metrics
@@ -149,6 +156,8 @@ class EmbeddingsService:
             except StoreUnavailable:
                 self._finisher.abandon(Release(call=call))
                 raise
+            except InsufficientCredits as exc:
+                raise _too_poor(exc) from exc
             rate = admitted.rate
             if admitted.reply is not None:
                 reply = admitted.reply
@@ -338,6 +347,25 @@ def _check_result(result: EmbeddingResult, inputs: EmbeddingInputs) -> None:
 def _encoded(vector: list[float]) -> str:
     """OpenAI's base64 form: the vector's little-endian float32 values."""
     return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+
+
+def _too_poor(refused: InsufficientCredits) -> InsufficientCredits:
+    """The 402 in an embeddings call's words: what its hold is made of, and how to need less
+    (the gatekeeper's speaks of completion tokens, which embeddings do not have)."""
+    amounts = {d.field: d.message for d in refused.details or [] if d.field.endswith("_credits")}
+    needed, available = amounts.get("hold_credits", "?"), amounts.get("available_credits", "?")
+    error = InsufficientCredits(
+        f"This call needs a hold of {needed} credits and the wallet has {available} available. "
+        "The hold prices the input's token bound (a text's UTF-8 bytes, a token array's "
+        "length) at the model's input price: send fewer or shorter inputs, or add credits.",
+        details=[
+            ErrorDetail(field="hold_credits", message=needed),
+            ErrorDetail(field="available_credits", message=available),
+            ErrorDetail(field="input", message="send fewer or shorter inputs to hold less"),
+        ],
+    )
+    error.rate = refused.rate
+    return error
 
 
 def _failure(

@@ -32,6 +32,9 @@ models = ["*"]
 [tenants.replay]
 models = ["*"]
 
+[tenants.broke]
+models = ["*"]
+
 [tenants.tight]
 models = ["*"]
 tokens_per_minute = 40
@@ -258,3 +261,23 @@ def test_metrics_label_the_endpoint_and_the_capability(gateway: GatewayProcess) 
     charged = total(samples, "gateway_credits_charged_total", capability="embeddings", model=MODEL)
     assert charged > 0
     assert total(samples, "gateway_tokens_total", model=MODEL, direction="in") >= 10
+
+
+def test_a_wallet_that_cannot_cover_the_hold_is_402_naming_input(gateway: GatewayProcess) -> None:
+    key = gateway.new_key("broke")
+    response = httpx.post(
+        f"{gateway.base_url}/embeddings",
+        json={"model": MODEL, "input": "a" * 1000},
+        headers=_auth(key),
+    )
+    assert response.status_code == 402, response.text
+    error = response.json()["error"]
+    assert error["code"] == "insufficient_credits"
+    # 1000 bytes bound 1000 tokens: 1,200 units at 1.2 per token.
+    assert error["details"] == [
+        {"field": "hold_credits", "message": "0.1200"},
+        {"field": "available_credits", "message": "0.0000"},
+        {"field": "input", "message": "send fewer or shorter inputs to hold less"},
+    ]
+    assert "max_completion_tokens" not in response.text
+    assert _ledger(gateway, key) == []
