@@ -7,8 +7,8 @@ bound at the dearest route's input price) and one `settle` (the charge from the 
 past the hold). Routing is chat's: `auto` follows the `embeddings` policy, a route whose
 breaker is open is passed over, an upstream's own failure feeds its breaker and moves on.
 
-The answer is OpenAI's `list` of `embedding` objects, floats or base64 of little-endian
-float32 as the client asked, with `usage.credits`; it is the idempotent reply when the call
+The answer (`gateway.embeddings.answer`) is OpenAI's `list` of `embedding` objects, floats or
+base64 as the client asked, with `usage.credits`; it is the idempotent reply when the call
 has a key. The service knows no HTTP: it raises `gateway.errors` errors carrying the model,
 the route and the rate state as far as the call got.
 """
@@ -16,9 +16,6 @@ the route and the rate state as far as the call got.
 from __future__ import annotations
 
 import asyncio
-import base64
-import math
-import struct
 import time
 from decimal import Decimal
 
@@ -28,19 +25,22 @@ from gateway.admission.finisher import CallFinisher
 from gateway.admission.gatekeeper import Gatekeeper
 from gateway.admission.idempotency import claim_for
 from gateway.auth import Caller
-from gateway.billing.money import format_credits, format_usd
 from gateway.billing.pricing import ChatPrice
+from gateway.embeddings.answer import embeddings_answer
+from gateway.embeddings.route_report import (
+    PINNED,
+    all_open,
+    call_failure,
+    log_upstream_failure,
+    too_poor,
+)
 from gateway.embeddings.validation import EmbeddingInputs, check_embeddings_request
 from gateway.errors import (
-    ErrorDetail,
-    GatewayError,
     InsufficientCredits,
     InvalidRequest,
-    ModelUnavailable,
     StoreUnavailable,
 )
 from gateway.ids import new_call_id
-from gateway.logging import get_logger
 from gateway.metrics import DisabledMetrics, Metrics
 from gateway.routing.fallback import (
     RouteNote,
@@ -51,7 +51,7 @@ from gateway.routing.fallback import (
 )
 from gateway.routing.resolver import Choice, ModelNotFound, Route, Router
 from gateway.routing.upstream_errors import as_gateway_error
-from gateway.schemas.embeddings import Embedding, EmbeddingList, EmbeddingsRequest, EmbeddingUsage
+from gateway.schemas.embeddings import EmbeddingsRequest
 from gateway.store.base import Call, RateState, Release, Settlement, StoredReply
 from providers.base import EmbeddingResult, EmbeddingsProvider
 from providers.errors import ProviderError
@@ -67,9 +67,6 @@ __all__ = [
 EMBEDDINGS_PATH = "/v1/embeddings"
 MODEL_HEADER = "x-gateway-model"
 ROUTE_HEADER = "x-gateway-route"
-_PINNED = "pinned"
-_encode = msgspec.json.Encoder().encode
-_log = get_logger("gateway.embeddings")
 
 
 class EmbeddingsAnswered(msgspec.Struct, kw_only=True, frozen=True):
@@ -130,7 +127,7 @@ class EmbeddingsService:
         try:
             routes = choice.routes
             if idempotency_key is None and all(r.breaker.refuses() for r in routes):
-                raise _all_open(choice, [RouteNote(r.model.id, "breaker_open") for r in routes])
+                raise all_open(choice, [RouteNote(r.model.id, "breaker_open") for r in routes])
             call = Call(
                 tenant=tenant.name,
                 api_key_id=caller.key_id,
@@ -157,7 +154,7 @@ class EmbeddingsService:
                 self._finisher.abandon(Release(call=call))
                 raise
             except InsufficientCredits as exc:
-                raise _too_poor(exc) from exc
+                raise too_poor(exc) from exc
             rate = admitted.rate
             if admitted.reply is not None:
                 reply = admitted.reply
@@ -235,13 +232,13 @@ class EmbeddingsService:
                         breaker.succeeded()
                     else:
                         breaker.abandon()
-                    _log_failure(route, exc, fallback=False)
+                    log_upstream_failure(route, exc, fallback=False)
                     await self._finisher.release(Release(call=call))
-                    error = _failure(exc, choice, route, failed, answered=True)
+                    error = call_failure(exc, choice, route, failed, answered=True)
                     error.upstream_seconds = waited
                     raise error from exc
                 breaker.failed()
-                _log_failure(route, exc, fallback=True)
+                log_upstream_failure(route, exc, fallback=True)
                 count = failures.get(route.model.provider, (0, None))[0] + 1
                 retry_after = exc.retry_after if isinstance(exc, ProviderError) else None
                 failures[route.model.provider] = (count, retry_after)
@@ -259,8 +256,10 @@ class EmbeddingsService:
             if failed:
                 note = route_note(choice.pinned, route.model.id, failed)
             else:
-                note = _PINNED if choice.pinned else route.note
-            body, tokens, units = self._answer(route, inputs, result, credits_per_usd)
+                note = PINNED if choice.pinned else route.note
+            body, tokens, units = embeddings_answer(
+                route.model.id, self._price(route), inputs, result, credits_per_usd
+            )
             reply = None
             if call.idempotency is not None:
                 reply = StoredReply(
@@ -286,37 +285,11 @@ class EmbeddingsService:
             )
         await self._finisher.release(Release(call=call))
         if last is None:
-            raise _all_open(choice, failed)
+            raise all_open(choice, failed)
         failed_route, cause = last
-        error = _failure(cause, choice, failed_route, failed, answered=False)
+        error = call_failure(cause, choice, failed_route, failed, answered=False)
         error.upstream_seconds = waited
         raise error from cause
-
-    def _answer(
-        self,
-        route: Route,
-        inputs: EmbeddingInputs,
-        result: EmbeddingResult,
-        credits_per_usd: Decimal,
-    ) -> tuple[bytes, int, int]:
-        """The answer's JSON, the input tokens charged and the charge in units."""
-        reported = result.prompt_tokens
-        estimated = reported is None or reported <= 0
-        tokens = inputs.estimate if estimated or reported is None else min(reported, inputs.bound)
-        units = self._price(route).charge_units(tokens, 0)
-        data = [
-            Embedding(index=index, embedding=_encoded(vector) if inputs.base64 else vector)
-            for index, vector in enumerate(result.vectors)
-        ]
-        usage = EmbeddingUsage(
-            prompt_tokens=tokens,
-            total_tokens=tokens,
-            credits=format_credits(units),
-            credits_usd_reference=format_usd(units, credits_per_usd),
-            estimated=estimated,
-        )
-        body = _encode(EmbeddingList(data=data, model=route.model.id, usage=usage))
-        return body, tokens, units
 
     def _price(self, route: Route) -> ChatPrice:
         price = self._prices.get(route.model.id)
@@ -341,69 +314,4 @@ def _check_result(result: EmbeddingResult, inputs: EmbeddingInputs) -> None:
     if len(result.vectors) != len(inputs.items):
         raise ProviderError(
             f"the upstream gave {len(result.vectors)} vectors for {len(inputs.items)} inputs"
-        )
-
-
-def _encoded(vector: list[float]) -> str:
-    """OpenAI's base64 form: the vector's little-endian float32 values."""
-    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
-
-
-def _too_poor(refused: InsufficientCredits) -> InsufficientCredits:
-    """The 402 in an embeddings call's words: what its hold is made of, and how to need less
-    (the gatekeeper's speaks of completion tokens, which embeddings do not have)."""
-    amounts = {d.field: d.message for d in refused.details or [] if d.field.endswith("_credits")}
-    needed, available = amounts.get("hold_credits", "?"), amounts.get("available_credits", "?")
-    error = InsufficientCredits(
-        f"This call needs a hold of {needed} credits and the wallet has {available} available. "
-        "The hold prices the input's token bound (a text's UTF-8 bytes, a token array's "
-        "length) at the model's input price: send fewer or shorter inputs, or add credits.",
-        details=[
-            ErrorDetail(field="hold_credits", message=needed),
-            ErrorDetail(field="available_credits", message=available),
-            ErrorDetail(field="input", message="send fewer or shorter inputs to hold less"),
-        ],
-    )
-    error.rate = refused.rate
-    return error
-
-
-def _failure(
-    exc: Exception, choice: Choice, route: Route, failed: list[RouteNote], *, answered: bool
-) -> GatewayError:
-    error = as_gateway_error(exc)
-    error.model = route.model.id
-    if failed:
-        error.route = route_note(choice.pinned, route.model.id if answered else None, failed)
-    else:
-        error.route = _PINNED if choice.pinned else route.note
-    return error
-
-
-def _all_open(choice: Choice, failed: list[RouteNote]) -> ModelUnavailable:
-    routes = choice.routes
-    wait = min(route.breaker.retry_in() for route in routes)
-    if choice.pinned:
-        message = (
-            f"The model '{routes[0].model.id}' is unavailable: its upstream is failing. "
-            "Retry later, or with 'auto'."
-        )
-    else:
-        message = "Every model 'auto' may use is unavailable: their upstreams are failing."
-    error = ModelUnavailable(message, headers={"Retry-After": str(max(1, math.ceil(wait)))})
-    error.model = routes[0].model.id
-    error.route = route_note(choice.pinned, None, failed)
-    return error
-
-
-def _log_failure(route: Route, exc: Exception, *, fallback: bool) -> None:
-    if isinstance(exc, ProviderError):
-        _log.warning(
-            "upstream_failed",
-            model=route.model.id,
-            provider=route.model.provider,
-            error=type(exc).__name__,
-            upstream_status=exc.upstream_status,
-            detail=exc.message,
-            fallback=fallback,
         )
