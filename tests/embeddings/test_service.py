@@ -2,19 +2,21 @@
 falls back from a failing OpenAI upstream (a real local fake answering 503) to the simulator,
 one hold and one charge at the price of the model that answered; an upstream's refusal is not
 retried and releases the hold; a breaker left open passes its model over; an upstream that
-reports no count is charged the estimate, marked `estimated`."""
+reports no count is charged the estimate, marked `estimated`. On SQLite and on a real Redis."""
 
 from __future__ import annotations
 
 import json
 import random
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from gateway.admission.finisher import CallFinisher
 from gateway.admission.gatekeeper import Gatekeeper
@@ -24,6 +26,8 @@ from gateway.embeddings.service import EmbeddingsAnswered, EmbeddingsService
 from gateway.errors import InvalidRequest
 from gateway.routing.resolver import Router
 from gateway.schemas.embeddings import EmbeddingsRequest
+from gateway.store.base import Store
+from gateway.store.redis import RedisStore
 from gateway.store.sqlite import SqliteStore
 from providers.registry import spec_for
 from tests.fakes.openai_upstream import FakeOpenAI, Reply
@@ -72,7 +76,7 @@ open_seconds = 30
 @dataclass
 class Parts:
     service: EmbeddingsService
-    store: SqliteStore
+    store: Store
     config: GatewayConfig
     router: Router
 
@@ -92,12 +96,35 @@ class Parts:
         return GRANT - wallet.balance_units
 
 
+@pytest.fixture(params=["sqlite", "redis"])
+def store_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """None: a SQLite file; else the session's Redis under a prefix of this test's own."""
+    if request.param == "sqlite":
+        yield None
+        return
+    url: str = request.getfixturevalue("redis_url")
+    prefix = f"test:{uuid.uuid4().hex}:"
+    yield f"{url}#{prefix}"
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(match=f"{prefix}*"))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
+
+
 @asynccontextmanager
-async def parts(tmp_path: Path, fake: FakeOpenAI) -> AsyncIterator[Parts]:
+async def parts(tmp_path: Path, fake: FakeOpenAI, store_url: str | None) -> AsyncIterator[Parts]:
     path = tmp_path / "gateway.toml"
     path.write_text(CONFIG.format(base_url=fake.base_url))
     config = load_config(path)
-    store = SqliteStore(tmp_path / "gateway.db")
+    store: Store
+    if store_url is None:
+        store = SqliteStore(tmp_path / "gateway.db")
+    else:
+        url, prefix = store_url.split("#")
+        store = RedisStore(url, prefix=prefix)
     await store.open()
     await store.grant("default", GRANT, entry_id="grant:default", reason="test")
     providers = {
@@ -114,9 +141,11 @@ async def parts(tmp_path: Path, fake: FakeOpenAI) -> AsyncIterator[Parts]:
         await store.close()
 
 
-def test_auto_falls_back_and_charges_the_model_that_answered(tmp_path: Path) -> None:
+def test_auto_falls_back_and_charges_the_model_that_answered(
+    tmp_path: Path, store_url: str | None
+) -> None:
     async def scenario() -> None:
-        async with FakeOpenAI() as fake, parts(tmp_path, fake) as p:
+        async with FakeOpenAI() as fake, parts(tmp_path, fake, store_url) as p:
             fake.enqueue(Reply.error(503, "overloaded"))
             first = await p.embed(model="auto", input=["x" * 40])
             # The failed upstream's breaker is open now: the next call goes straight on.
@@ -135,9 +164,11 @@ def test_auto_falls_back_and_charges_the_model_that_answered(tmp_path: Path) -> 
     run(scenario)
 
 
-def test_an_upstream_refusal_is_not_retried_and_releases_the_hold(tmp_path: Path) -> None:
+def test_an_upstream_refusal_is_not_retried_and_releases_the_hold(
+    tmp_path: Path, store_url: str | None
+) -> None:
     async def scenario() -> None:
-        async with FakeOpenAI() as fake, parts(tmp_path, fake) as p:
+        async with FakeOpenAI() as fake, parts(tmp_path, fake, store_url) as p:
             fake.enqueue(Reply.error(400, "This model's maximum context length is 8192 tokens"))
             with pytest.raises(InvalidRequest) as caught:
                 await p.embed(model="auto", input=["hello"])
@@ -150,9 +181,11 @@ def test_an_upstream_refusal_is_not_retried_and_releases_the_hold(tmp_path: Path
     run(scenario)
 
 
-def test_an_upstream_without_usage_is_charged_the_estimate(tmp_path: Path) -> None:
+def test_an_upstream_without_usage_is_charged_the_estimate(
+    tmp_path: Path, store_url: str | None
+) -> None:
     async def scenario() -> None:
-        async with FakeOpenAI() as fake, parts(tmp_path, fake) as p:
+        async with FakeOpenAI() as fake, parts(tmp_path, fake, store_url) as p:
             body = {"object": "list", "data": [{"index": 0, "embedding": [0.6, 0.8]}]}
             fake.enqueue(Reply(body=body))
             answer = await p.embed(model="up-embed", input="y" * 41, dimensions=2)
