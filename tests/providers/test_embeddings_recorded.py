@@ -115,6 +115,27 @@ def test_azure_sends_embeddings_to_the_deployment() -> None:
     run(scenario)
 
 
+def test_azure_v1_sends_the_fixed_deployment_as_model() -> None:
+    async def scenario() -> None:
+        async with FakeAzure(api_key="k") as fake:
+            fake.enqueue(Reply(body=OPENAI_BASE64["body"]))
+            options = AzureOptions(
+                base_url=fake.base_url, api="v1", deployment="embed-prod", api_key="k"
+            )
+            provider = create_azure("azure", options)
+            try:
+                body = {"model": "text-embedding-3-small", "input": ["hello", "world"]}
+                result = await provider.embed(body | {"encoding_format": "base64"})
+            finally:
+                await provider.close()
+        assert fake.calls == [("v1", "embed-prod", None)]
+        assert fake.requests[0].path == "/openai/v1/embeddings"
+        assert fake.requests[0].json["model"] == "embed-prod"
+        assert result.prompt_tokens == 2 and len(result.vectors) == 2
+
+    run(scenario)
+
+
 def test_gemini_batches_inputs_and_reads_usage_when_the_model_reports_it() -> None:
     async def scenario() -> None:
         async with FakeGemini() as fake:
