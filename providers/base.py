@@ -22,6 +22,10 @@ upstream speaks it takes a `/v1/messages` request as the client wrote it (`model
 request or the answer is lost in translation. The gateway uses it when the client called in
 that dialect; every other call goes through `ChatProvider`.
 
+Embeddings (`EmbeddingsProvider`) take an OpenAI embeddings request body (`model` already the
+upstream name, `input` always a list: of strings, or of token arrays) and give the vectors in
+input order as floats, with the input tokens the upstream reported (None when it reports none).
+
 Images and music are tasks: the gateway's worker calls the adapter with a typed request (model
 already the upstream name, reference files already stored by the gateway) and a `TaskControl`
 through which the adapter reports progress and learns that the caller canceled. The adapter
@@ -48,6 +52,8 @@ __all__ = [
     "ChatCompletion",
     "ChatProvider",
     "ChatStream",
+    "EmbeddingResult",
+    "EmbeddingsProvider",
     "GeneratedClip",
     "GeneratedImage",
     "ImageProvider",
@@ -69,7 +75,14 @@ __all__ = [
 ]
 
 CAPABILITIES: frozenset[str] = frozenset(
-    {"chat", "text_to_image", "image_to_image", "text_to_music", "reference_audio_to_music"}
+    {
+        "chat",
+        "embeddings",
+        "text_to_image",
+        "image_to_image",
+        "text_to_music",
+        "reference_audio_to_music",
+    }
 )
 
 
@@ -230,6 +243,26 @@ class InputsBilled(Protocol):
     does not is held at the dearest rules the gateway knows."""
 
     def input_rules(self, upstream_model: str) -> InputRules: ...
+
+
+class EmbeddingResult(msgspec.Struct, kw_only=True):
+    """One vector per input, in input order; `prompt_tokens`: the input tokens the upstream
+    reported, None when it reports none (the gateway then charges its own estimate)."""
+
+    vectors: list[list[float]]
+    prompt_tokens: int | None = None
+
+
+@runtime_checkable
+class EmbeddingsProvider(Protocol):
+    name: str
+
+    async def embed(self, body: dict[str, Any]) -> EmbeddingResult:
+        """Raises ProviderError subclasses like chat; UpstreamRejectedRequest naming the field
+        (`input`, `dimensions`) for what the upstream cannot take, before sending."""
+        ...
+
+    async def close(self) -> None: ...
 
 
 OpenChunks = Callable[[], Awaitable[AsyncIterator[bytes]]]

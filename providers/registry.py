@@ -4,7 +4,8 @@ Each adapter module exposes `Options` (a msgspec Struct of its config table, so 
 names the field) and `create(name, options)`, which returns a ready provider owning its own
 pooled HTTP session (closed by `provider.close()`). The provider implements the protocol of
 each capability in its spec's `capabilities` (`providers.base`: ChatProvider for "chat",
-ImageProvider for the image ones, MusicProvider for the music ones) and no others.
+EmbeddingsProvider for "embeddings", ImageProvider for the image ones, MusicProvider for the
+music ones) and no others.
 """
 
 from __future__ import annotations
@@ -33,13 +34,16 @@ _ALL = CAPABILITIES
 _KINDS: dict[str, tuple[str, frozenset[str]]] = {
     "simulator": ("providers.simulator", _ALL),
     "anthropic": ("providers.anthropic", frozenset({"chat"})),
-    "azure_openai": ("providers.azure_openai", frozenset({"chat"})),
-    "bedrock": ("providers.bedrock", frozenset({"chat"})),
-    "gemini": ("providers.gemini", frozenset({"chat"})),
-    "openai": ("providers.openai", frozenset({"chat", "text_to_image", "image_to_image"})),
-    "openai_compatible": ("providers.openai_compatible", frozenset({"chat"})),
+    "azure_openai": ("providers.azure_openai", frozenset({"chat", "embeddings"})),
+    "bedrock": ("providers.bedrock", frozenset({"chat", "embeddings"})),
+    "gemini": ("providers.gemini", frozenset({"chat", "embeddings"})),
+    "openai": (
+        "providers.openai",
+        frozenset({"chat", "embeddings", "text_to_image", "image_to_image"}),
+    ),
+    "openai_compatible": ("providers.openai_compatible", frozenset({"chat", "embeddings"})),
     "replicate": ("providers.replicate", frozenset({"text_to_music", "reference_audio_to_music"})),
-    "vertex": ("providers.vertex", frozenset({"chat"})),
+    "vertex": ("providers.vertex", frozenset({"chat", "embeddings"})),
 }
 """kind -> (its adapter module, the capabilities it serves). A module is imported only when a
 routing file names its kind: start-up time and memory stay those of the adapters in use."""

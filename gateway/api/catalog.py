@@ -21,6 +21,7 @@ __all__ = ["HANDLERS", "list_capabilities", "list_catalog_models"]
 
 _ENDPOINTS: dict[str, list[str]] = {
     "chat": ["/v1/chat/completions"],
+    "embeddings": ["/v1/embeddings"],
     "text_to_image": ["/v1/images/generations"],
     "image_to_image": ["/v1/images/image-to-image"],
     "text_to_music": ["/v1/music/text-to-music"],
@@ -28,16 +29,16 @@ _ENDPOINTS: dict[str, list[str]] = {
 }
 _MODALITIES: dict[str, tuple[list[str], list[str]]] = {
     "chat": (["text"], ["text"]),
+    "embeddings": (["text"], ["embedding"]),
     "text_to_image": (["text"], ["image"]),
     "image_to_image": (["text", "image"], ["image"]),
     "text_to_music": (["text"], ["audio"]),
     "reference_audio_to_music": (["text", "audio"], ["audio"]),
 }
-_LABELS = {"chat": "Available"}
+_LABELS = {"chat": "Available", "embeddings": "Available"}
 _PLANNED: dict[str, list[str]] = {
     "video": ["/v1/videos"],
     "audio_speech": ["/v1/audio/speech", "/v1/audio/voices"],
-    "embeddings": ["/v1/embeddings"],
     "realtime": ["/v1/realtime"],
 }
 
@@ -88,6 +89,12 @@ def _pricing(model: ModelEntry) -> dict[str, str | dict[str, str]]:
         if pricing.cached_input_usd_per_mtok is not None:
             result["cached_input"] = str(pricing.cached_input_usd_per_mtok)
         return result
+    if model.serves("embeddings"):
+        return {
+            "unit": "upstream_usd_per_million_tokens",
+            "input": str(pricing.input_usd_per_mtok),
+            "markup_credits_per_usd": str(model.markup),
+        }
     if pricing.credits_per_image:
         return {
             "unit": "credits_per_image",

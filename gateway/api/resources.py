@@ -11,6 +11,7 @@ from gateway.artifacts.service import ArtifactService
 from gateway.auth import Authenticator
 from gateway.chat.service import ChatService
 from gateway.config.loader import GatewayConfig
+from gateway.embeddings.service import EmbeddingsService
 from gateway.routing.resolver import Router
 from gateway.store.base import Store
 from gateway.store.health import StoreHealth
@@ -40,3 +41,4 @@ class Resources:
     artifacts: ArtifactService
     tasks: TaskService
     worker: Worker
+    embeddings: EmbeddingsService

@@ -23,6 +23,7 @@ from gateway.artifacts.store_url import blob_store_from_url, close_blob_store, o
 from gateway.auth import Authenticator
 from gateway.chat.service import ChatService
 from gateway.config.loader import GatewayConfig
+from gateway.embeddings.service import EmbeddingsService
 from gateway.ids import new_call_id
 from gateway.logging import get_logger
 from gateway.metrics import Metrics
@@ -127,6 +128,13 @@ class Runtime:
                 metrics=metrics,
             ),
             worker=self._worker,
+            embeddings=EmbeddingsService(
+                self.finisher,
+                router,
+                self.gatekeeper,
+                hold_seconds=config.file.gateway.hold_seconds,
+                metrics=metrics,
+            ),
         )
         return self.current
 

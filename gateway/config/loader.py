@@ -352,6 +352,8 @@ def _capabilities(
         raise _fail(where, f"{field}.capability", 'missing: e.g. capability = "chat"')
     if "chat" in capabilities and len(capabilities) > 1:
         raise _fail(where, f"{field}.capabilities", "a chat model serves chat only")
+    if "embeddings" in capabilities and len(capabilities) > 1:
+        raise _fail(where, f"{field}.capabilities", "an embeddings model serves embeddings only")
     kind = providers[model.provider].kind
     for capability in capabilities:
         if not serves(kind, capability):

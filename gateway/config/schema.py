@@ -31,11 +31,17 @@ __all__ = [
 ]
 
 Capability = Literal[
-    "chat", "text_to_image", "image_to_image", "text_to_music", "reference_audio_to_music"
+    "chat",
+    "embeddings",
+    "text_to_image",
+    "image_to_image",
+    "text_to_music",
+    "reference_audio_to_music",
 ]
 IMAGE_QUALITIES = ("standard", "hd")
 CAPABILITIES: tuple[str, ...] = (
     "chat",
+    "embeddings",
     "text_to_image",
     "image_to_image",
     "text_to_music",
@@ -48,7 +54,8 @@ messages), `hd` (an image task at quality hd)."""
 
 
 class Pricing(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Chat: upstream USD per million tokens. Media: credits per image or per task.
+    """Chat: upstream USD per million tokens; embeddings: `input_usd_per_mtok` only. Media:
+    credits per image or per task.
 
     `credits_per_image` is keyed by quality (`standard`, `hd`), or by `CAPABILITY.QUALITY` where
     one capability of the model costs otherwise (`image_to_image.hd = 320`)."""
@@ -73,11 +80,13 @@ def image_price(pricing: Pricing, capability: str, quality: str) -> Decimal | No
 
 def ceiling_price(model: ModelEntry, capability: str, quality: str = "standard") -> Decimal:
     """What a routing policy's `max_price` is compared with: chat in credits per million output
-    tokens (output USD price x markup), images in credits per image at `quality`, music in
-    credits per task."""
+    tokens (output USD price x markup), embeddings in credits per million input tokens, images
+    in credits per image at `quality`, music in credits per task."""
     pricing = model.pricing
     if capability == "chat":
         return pricing.output_usd_per_mtok * model.markup
+    if capability == "embeddings":
+        return pricing.input_usd_per_mtok * model.markup
     if capability.endswith("_music"):
         return pricing.credits_per_task or Decimal(0)
     return image_price(pricing, capability, quality) or Decimal(0)
@@ -145,7 +154,8 @@ class RoutingPolicy(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     strategy: Literal["ordered", "weighted"] = "ordered"
     candidates: list[PolicyCandidate]
     max_price: Decimal | None = None
-    """A ceiling: chat in credits per million output tokens (output price x markup), images in
+    """A ceiling: chat in credits per million output tokens (output price x markup), embeddings
+    per million input tokens, images in
     credits per image at the request's quality, music in credits per task."""
     max_attempts: Annotated[int, msgspec.Meta(ge=1, le=10)] | None = None
     """Upstream calls per client request at most. Default: each candidate once; more goes

@@ -137,7 +137,7 @@ class Metrics:
         )
         self._charged = counter(
             "gateway_credits_charged",
-            "Credits charged: chat settlements and task debits.",
+            "Credits charged: chat and embeddings settlements and task debits.",
             ("capability", "model"),
         )
         self._hold_exceeded = counter(
@@ -238,6 +238,12 @@ class Metrics:
     def hold_exceeded(self, model: str) -> None:
         self._hold_exceeded(model).inc()
 
+    def embeddings_charged(self, model: str, units: int, prompt_tokens: int) -> None:
+        if units:
+            self._charged("embeddings", model).inc(units / self._per_credit)
+        if prompt_tokens:
+            self._tokens(model, "in").inc(prompt_tokens)
+
     def task_created(self, capability: str, model: str, units: int) -> None:
         self._tasks_created(capability, model).inc()
         if units:
@@ -286,6 +292,9 @@ class DisabledMetrics(Metrics):
         pass
 
     def hold_exceeded(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def embeddings_charged(self, *args: Any, **kwargs: Any) -> None:
         pass
 
     def task_created(self, *args: Any, **kwargs: Any) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 __all__ = ["PLANNED_PATHS", "planned_feature"]
 
 PLANNED_PATHS = {
-    "/v1/embeddings": "embeddings",
     "/v1/audio/speech": "audio/speech",
     "/v1/audio/voices": "audio/voices",
     "/v1/audio/transcriptions": "audio/transcriptions",

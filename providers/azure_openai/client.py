@@ -15,7 +15,8 @@ from yarl import URL
 from providers.azure_openai.auth import EntraSigner, entra_signer
 from providers.azure_openai.errors import error_for_azure_response
 from providers.azure_openai.options import Options
-from providers.base import ChatCompletion, InputRules
+from providers.base import ChatCompletion, EmbeddingResult, InputRules
+from providers.openai.embeddings import MAX_EMBEDDINGS_BYTES, embeddings_from_bytes
 from providers.openai.errors import not_a_stream
 from providers.openai.inputs import OPENAI_UNKNOWN_MODEL
 from providers.openai.responses import ResponseEventStream, native_response
@@ -53,9 +54,10 @@ def create(name: str, options: Options) -> AzureOpenAIProvider:
 
 
 class AzureOpenAIProvider:
-    """`ChatProvider` against a deployment's (or the v1 API's) chat completions;
-    `ResponsesProvider` against the Responses API (`/openai/v1/responses`, or
-    `/openai/responses?api-version=` for a dated API version), `model` the deployment."""
+    """`ChatProvider` against a deployment's (or the v1 API's) chat completions,
+    `EmbeddingsProvider` against its embeddings (the body as is); `ResponsesProvider` against
+    the Responses API (`/openai/v1/responses`, or `/openai/responses?api-version=` for a dated
+    API version), `model` the deployment."""
 
     def __init__(
         self, name: str, options: Options, upstream: Upstream, signer: EntraSigner | None
@@ -117,22 +119,37 @@ class AzureOpenAIProvider:
         """A deployment's name does not say its model: the dearest of OpenAI's rules."""
         return OPENAI_UNKNOWN_MODEL
 
+    async def embed(self, body: dict[str, Any]) -> EmbeddingResult:
+        """The deployment's `/embeddings` (or the v1 API's), the body as is."""
+        url, payload = self._route(body, "embeddings", body)
+        raw = await self._upstream.request(
+            "POST", url, _encode(payload), max_bytes=MAX_EMBEDDINGS_BYTES
+        )
+        return embeddings_from_bytes(raw)
+
     async def close(self) -> None:
         await self._upstream.close()
         if self._signer is not None:
             await self._signer.close()
 
     def _request(self, body: dict[str, Any]) -> tuple[URL, dict[str, Any]]:
+        return self._route(body, "chat/completions", self._shape.apply(body))
+
+    def _route(
+        self, body: dict[str, Any], operation: str, payload: dict[str, Any]
+    ) -> tuple[URL, dict[str, Any]]:
+        """The URL of `operation` for the body's deployment, and the payload to send there."""
         options = self._options
         deployment = options.deployment or str(body.get("model", ""))
-        payload = self._shape.apply(body)
         if options.api == "v1":
             if payload.get("model") != deployment:
                 payload = {**payload, "model": deployment}
-            return self._v1, payload
-        url = self._urls.get(deployment)
+            if operation == "chat/completions":
+                return self._v1, payload
+            return options.url(f"/openai/v1/{operation}"), payload
+        url = self._urls.get(f"{deployment}/{operation}")
         if url is None:
-            path = f"/openai/deployments/{deployment}/chat/completions"
+            path = f"/openai/deployments/{deployment}/{operation}"
             url = options.url(path).with_query({"api-version": options.api_version or ""})
-            self._urls[deployment] = url
+            self._urls[f"{deployment}/{operation}"] = url
         return url, payload

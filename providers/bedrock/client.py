@@ -18,8 +18,9 @@ import msgspec
 from yarl import URL
 
 from providers.anthropic.inputs import ANTHROPIC_INPUTS
-from providers.base import ChatCompletion, InputRules
+from providers.base import ChatCompletion, EmbeddingResult, InputRules
 from providers.bedrock.credentials import SigV4Signer
+from providers.bedrock.embeddings import bedrock_embed
 from providers.bedrock.errors import error_for_bedrock_response
 from providers.bedrock.options import Options
 from providers.bedrock.request import converse_request, extension_fields_of
@@ -49,7 +50,8 @@ def create(name: str, options: Options) -> BedrockProvider:
 
 
 class BedrockProvider:
-    """Implements `providers.base.ChatProvider` against one region's Bedrock runtime."""
+    """Implements `providers.base.ChatProvider` and `EmbeddingsProvider` against one
+    region's Bedrock runtime."""
 
     def __init__(self, name: str, options: Options, upstream: Upstream) -> None:
         self.name = name
@@ -92,6 +94,12 @@ class BedrockProvider:
         if "anthropic." in upstream_model or "claude" in upstream_model:
             return ANTHROPIC_INPUTS
         return OPENAI_UNKNOWN_MODEL
+
+    async def embed(self, body: dict[str, Any]) -> EmbeddingResult:
+        """`InvokeModel` in the model family's body (`providers.bedrock.embeddings`)."""
+        model = str(body.get("model", ""))
+        url = URL(f"{self._endpoint}/model/{quote(model, safe='')}/invoke", encoded=True)
+        return await bedrock_embed(self._upstream, url, model, body)
 
     async def close(self) -> None:
         await self._upstream.close()

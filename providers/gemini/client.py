@@ -14,7 +14,8 @@ from typing import Any
 import msgspec
 from yarl import URL
 
-from providers.base import ChatCompletion, InputRules
+from providers.base import ChatCompletion, EmbeddingResult, InputRules
+from providers.gemini.embeddings import batch_embed
 from providers.gemini.errors import error_for_gemini_response
 from providers.gemini.inputs import GEMINI_INPUTS
 from providers.gemini.options import Options
@@ -105,7 +106,8 @@ class GenerateContentProvider:
 
 
 class GeminiProvider(GenerateContentProvider):
-    """The Gemini API itself: `<base_url>/models/<model>:...`, the key in `x-goog-api-key`."""
+    """The Gemini API itself: `<base_url>/models/<model>:...`, the key in `x-goog-api-key`;
+    also `EmbeddingsProvider`."""
 
     def __init__(self, name: str, options: Options, upstream: Upstream) -> None:
         super().__init__(
@@ -116,6 +118,13 @@ class GeminiProvider(GenerateContentProvider):
             storage_prefixes=options.allowed_storage_prefixes,
         )
         self._options = options
+
+    async def embed(self, body: dict[str, Any]) -> EmbeddingResult:
+        """`batchEmbedContents` (`providers.gemini.embeddings`)."""
+        model = str(body.get("model", ""))
+        path = model if "/" in model else f"models/{model}"
+        url = self._options.url(f"/{path}:batchEmbedContents")
+        return await batch_embed(self._upstream, url, model, body)
 
     def _model_urls(self, model: str) -> tuple[URL, URL]:
         """A bare name goes under `models/`; a name with a collection (`models/x`,

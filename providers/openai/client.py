@@ -13,7 +13,15 @@ from typing import Any
 
 import msgspec
 
-from providers.base import ChatCompletion, ImageRequest, ImageResult, InputRules, TaskControl
+from providers.base import (
+    ChatCompletion,
+    EmbeddingResult,
+    ImageRequest,
+    ImageResult,
+    InputRules,
+    TaskControl,
+)
+from providers.openai.embeddings import MAX_EMBEDDINGS_BYTES, embeddings_from_bytes
 from providers.openai.errors import not_a_stream
 from providers.openai.images import OpenAIImages
 from providers.openai.inputs import openai_input_rules
@@ -37,9 +45,10 @@ def create(name: str, options: Options) -> OpenAIProvider:
 
 
 class OpenAIProvider:
-    """`ChatProvider` against `<base_url>/chat/completions`, `ImageProvider` against
-    `<base_url>/images/generations` and `/images/edits`, `ResponsesProvider` against
-    `<base_url>/responses` (`providers.openai.responses`)."""
+    """`ChatProvider` against `<base_url>/chat/completions`, `EmbeddingsProvider` against
+    `<base_url>/embeddings`, `ImageProvider` against `<base_url>/images/generations` and
+    `/images/edits`, `ResponsesProvider` against `<base_url>/responses`
+    (`providers.openai.responses`)."""
 
     def __init__(self, name: str, options: Options, upstream: Upstream) -> None:
         self.name = name
@@ -48,6 +57,7 @@ class OpenAIProvider:
         self._responses_url = options.url("/responses")
         self.responses_api = options.responses_api
         self._images = OpenAIImages(options, upstream)
+        self._embeddings = options.url("/embeddings")
 
     def extension_fields(self, upstream_model: str) -> None:
         """Extension fields go to the server as the client sent them (`providers.base`)."""
@@ -70,6 +80,12 @@ class OpenAIProvider:
         body["stream"] = True
         response = await self._upstream.stream(self._responses_url, _encode(body))
         return await ResponseEventStream(response).start()
+
+    async def embed(self, body: dict[str, Any]) -> EmbeddingResult:
+        raw = await self._upstream.request(
+            "POST", self._embeddings, _encode(body), max_bytes=MAX_EMBEDDINGS_BYTES
+        )
+        return embeddings_from_bytes(raw)
 
     async def generate_images(self, request: ImageRequest, control: TaskControl) -> ImageResult:
         return await self._images.generate(request, control)

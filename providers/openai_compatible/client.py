@@ -11,7 +11,8 @@ from typing import Any
 
 import msgspec
 
-from providers.base import ChatCompletion, InputRules
+from providers.base import ChatCompletion, EmbeddingResult, InputRules
+from providers.openai.embeddings import MAX_EMBEDDINGS_BYTES, embeddings_from_bytes
 from providers.openai.errors import not_a_stream
 from providers.openai.inputs import OPENAI_UNKNOWN_MODEL
 from providers.openai.stream import OpenAIChatStream
@@ -36,12 +37,14 @@ def create(name: str, options: Options) -> OpenAICompatibleProvider:
 
 
 class OpenAICompatibleProvider:
-    """`ChatProvider` against `<base_url>/chat/completions` of a compatible server."""
+    """`ChatProvider` against `<base_url>/chat/completions` of a compatible server,
+    `EmbeddingsProvider` against its `<base_url>/embeddings` (the body as is)."""
 
     def __init__(self, name: str, options: Options, upstream: Upstream) -> None:
         self.name = name
         self._upstream = upstream
         self._url = options.url("/chat/completions")
+        self._embeddings = options.url("/embeddings")
         self._shape = RequestShape(
             max_tokens_field=options.max_tokens_field,
             stream_options=options.stream_options,
@@ -70,6 +73,12 @@ class OpenAICompatibleProvider:
     def input_rules(self, upstream_model: str) -> InputRules:
         """Any server's model: the dearest of OpenAI's rules."""
         return OPENAI_UNKNOWN_MODEL
+
+    async def embed(self, body: dict[str, Any]) -> EmbeddingResult:
+        raw = await self._upstream.request(
+            "POST", self._embeddings, _encode(body), max_bytes=MAX_EMBEDDINGS_BYTES
+        )
+        return embeddings_from_bytes(raw)
 
     async def close(self) -> None:
         await self._upstream.close()

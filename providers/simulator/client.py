@@ -17,6 +17,7 @@ from typing import Any
 
 from providers.base import (
     ChatCompletion,
+    EmbeddingResult,
     ImageRequest,
     ImageResult,
     InputRules,
@@ -50,7 +51,8 @@ _EXTENSIONS = frozenset({"top_k"})
 
 
 class SimulatorProvider:
-    """Implements ChatProvider, ImageProvider and MusicProvider (`providers.base`); holds no
+    """Implements ChatProvider, EmbeddingsProvider, ImageProvider and MusicProvider
+    (`providers.base`); holds no
     connections, so `close()` is a no-op."""
 
     def __init__(self, name: str, options: Options) -> None:
@@ -125,6 +127,17 @@ class SimulatorProvider:
             tokens_per_second=self._options.tokens_per_second,
             logprobs=logprobs,
         )
+
+    async def embed(self, body: dict[str, Any]) -> EmbeddingResult:
+        from providers.simulator.embeddings import embed
+
+        if self._options.latency_ms:
+            await asyncio.sleep(self._options.latency_ms / 1000)
+        if self._unlucky():
+            raise UpstreamUnavailable(
+                "simulated upstream failure (failure_rate)", upstream_status=503
+            )
+        return embed(body)
 
     async def generate_images(self, request: ImageRequest, control: TaskControl) -> ImageResult:
         # Imported on first use: Pillow costs a chat-only gateway ~10 MB and ~50 ms at start.

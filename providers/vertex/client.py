@@ -14,9 +14,13 @@ is the token: `providers.vertex.credentials`, one comparison per call while it i
 
 from __future__ import annotations
 
+from typing import Any
+
 from yarl import URL
 
+from providers.base import EmbeddingResult
 from providers.gemini.client import GenerateContentProvider
+from providers.gemini.embeddings import embed_one_by_one
 from providers.gemini.errors import error_for_gemini_response
 from providers.secrets import SecretSink
 from providers.upstream import Upstream
@@ -48,7 +52,8 @@ def create(name: str, options: Options) -> VertexProvider:
 
 
 class VertexProvider(GenerateContentProvider):
-    """Implements `providers.base.ChatProvider` against one project and location."""
+    """Implements `providers.base.ChatProvider` and `EmbeddingsProvider` against one project
+    and location."""
 
     def __init__(
         self, name: str, options: Options, upstream: Upstream, signer: GoogleSigner
@@ -64,6 +69,12 @@ class VertexProvider(GenerateContentProvider):
         self._prefix = (
             f"{options.api_root()}/projects/{options.project}/locations/{options.location}/"
         )
+
+    async def embed(self, body: dict[str, Any]) -> EmbeddingResult:
+        """`embedContent`, one call per input (`providers.gemini.embeddings`)."""
+        model = str(body.get("model", ""))
+        base = self._prefix + (model if "/" in model else f"publishers/google/models/{model}")
+        return await embed_one_by_one(self._upstream, URL(base + ":embedContent"), body)
 
     async def close(self) -> None:
         await super().close()

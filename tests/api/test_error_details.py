@@ -79,7 +79,7 @@ def test_body_refusals_name_the_field_as_sent(
 def test_a_planned_endpoint_says_not_to_retry(tmp_path: Path) -> None:
     async def scenario(gateway: InProcessApp) -> httpx.Response:
         return await gateway.client.post(
-            "/v1/embeddings", json={"model": "m", "input": "x"}, headers=gateway.auth()
+            "/v1/audio/speech", json={"model": "m", "input": "x"}, headers=gateway.auth()
         )
 
     response = _run(tmp_path, scenario)

@@ -46,10 +46,11 @@ EXCLUDED = {
 }
 """Besides these, the Planned paths (501) are left out: the spec's public description lists
 only callable endpoints."""
-PLANNED_PREFIXES = ("/v1/embeddings", "/v1/audio/", "/v1/video", "/v1/realtime", "/v1/callbacks")
+PLANNED_PREFIXES = ("/v1/audio/", "/v1/video", "/v1/realtime", "/v1/callbacks")
 PLANNED = {"/v1/uploads/resumable"}
 RELEASES = {  # the spec's labels
     "/v1/chat/completions": "Available",
+    "/v1/embeddings": "Available",
     "/v1/health": "Available",
     "/v1/models": "Preview",
     "/v1/catalog/models": "Preview",
@@ -217,6 +218,18 @@ async def _record(gw: InProcessApp) -> list[Recorded]:
     await call("POST", CHAT, json=body, headers={"Authorization": "Bearer gw-nope"})
     failing = {"model": "sim-chat-1", "messages": [{"role": "user", "content": "[[sim:fail=502]]"}]}
     await call("POST", CHAT, json=failing, headers=auth)
+    # Embeddings: floats, base64, a replay, and what it refuses.
+    embed = "/v1/embeddings"
+    texts = {"model": "auto", "input": ["hello", "world"]}
+    replayed = auth | {"Idempotency-Key": "openapi-embed-1"}
+    await call("POST", embed, json=texts, headers=replayed)
+    await call("POST", embed, json=texts, headers=replayed)
+    await call(
+        "POST", embed, json=texts | {"encoding_format": "base64", "dimensions": 8}, headers=auth
+    )
+    await call("POST", embed, json=texts | {"dimensions": 0}, headers=auth)
+    await call("POST", embed, json={"model": "sim-chat-1", "input": "x"}, headers=auth)
+    await call("POST", embed, content=b"hi", headers=auth | {"Content-Type": "text/plain"})
     # Tasks: images and music, created, listed, looked up, canceled.
     created = await call(
         "POST", "/v1/images/generations", json={"model": "auto", "prompt": "a fox"}, headers=auth

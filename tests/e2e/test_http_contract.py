@@ -81,7 +81,7 @@ def test_unknown_path_and_wrong_method(gateway: GatewayProcess) -> None:
 
 
 def test_planned_endpoints_are_501(gateway: GatewayProcess) -> None:
-    response = httpx.post(f"{gateway.base_url}/embeddings", json={}, headers=auth(gateway))
+    response = httpx.post(f"{gateway.base_url}/audio/speech", json={}, headers=auth(gateway))
     error = assert_envelope(response, 501, "not_implemented")
     assert "Planned" in str(error["message"])
 

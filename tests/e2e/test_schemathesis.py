@@ -55,6 +55,12 @@ max_output_tokens = 4096
 pricing = { input_usd_per_mtok = 0.5, output_usd_per_mtok = 1.5 }
 
 [[models]]
+id = "sim-embed-1"
+provider = "sim"
+capability = "embeddings"
+pricing = { input_usd_per_mtok = 0.1 }
+
+[[models]]
 id = "image-model-2"
 provider = "sim"
 capabilities = ["text_to_image", "image_to_image"]
@@ -72,6 +78,7 @@ pricing = { credits_per_task = 80 }
 
 [routing.auto]
 chat = ["sim-chat-1"]
+embeddings = ["sim-embed-1"]
 text_to_image = ["image-model-2"]
 image_to_image = ["image-model-2"]
 text_to_music = ["alpha-5.5"]

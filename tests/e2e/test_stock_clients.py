@@ -256,7 +256,7 @@ def test_planned_endpoints_are_not_retried_by_the_sdk(gateway: GatewayProcess) -
         ) as sdk,
         pytest.raises(openai.APIStatusError) as caught,
     ):
-        sdk.embeddings.create(model="any", input="hello")
+        sdk.audio.speech.create(model="any", voice="alloy", input="hello")
     assert caught.value.status_code == 501
     assert caught.value.response.headers["x-should-retry"] == "false"
     assert len(sent) == 1, sent

@@ -101,6 +101,8 @@ class FakeAzure(FakeOpenAI):
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/openai/deployments/{deployment}/chat/completions", self._deployment)
         app.router.add_post("/openai/v1/chat/completions", self._v1)
+        app.router.add_post("/openai/deployments/{deployment}/embeddings", self._deployment)
+        app.router.add_post("/openai/v1/embeddings", self._v1)
         app.router.add_post("/{tenant}/oauth2/v2.0/token", self._client_credentials)
         app.router.add_get("/metadata/identity/oauth2/token", self._managed_identity)
 

@@ -232,7 +232,7 @@ class FakeBedrock(FakeServer[RecordedRequest, Reply | StreamReply | Disconnect])
             )
             return _error(400, "ValidationException", f"Malformed request headers: {quoted}")
         operation = request.match_info["operation"]
-        if operation not in ("converse", "converse-stream"):
+        if operation not in ("converse", "converse-stream", "invoke"):
             return _error(404, "UnknownOperationException", f"unknown operation {operation}")
         reply = self._script.popleft() if self._script else None
         wants = recorded.json
@@ -250,7 +250,7 @@ class FakeBedrock(FakeServer[RecordedRequest, Reply | StreamReply | Disconnect])
             await asyncio.sleep(reply.delay)
             if isinstance(reply, Disconnect):
                 drop(request)
-            return self._whole(reply)
+            return self._whole(reply, operation)
         except Dropped:
             raise asyncio.CancelledError from None
         except (ConnectionError, asyncio.CancelledError):
@@ -308,8 +308,12 @@ class FakeBedrock(FakeServer[RecordedRequest, Reply | StreamReply | Disconnect])
             f"SignedHeaders={';'.join(signed)}, Signature={signature}"
         )
 
-    def _whole(self, reply: Reply) -> web.Response:
-        body = reply.body if reply.body is not None else answer(text(self.text))
+    def _whole(self, reply: Reply, operation: str = "converse") -> web.Response:
+        body = reply.body
+        if body is None and operation == "invoke":  # a Titan embedding
+            body = {"embedding": [0.6, 0.8], "inputTextTokenCount": 3}
+        elif body is None:
+            body = answer(text(self.text))
         raw = body if isinstance(body, bytes) else msgspec.json.encode(body)
         return web.Response(
             status=reply.status,

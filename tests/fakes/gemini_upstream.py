@@ -193,6 +193,9 @@ class StreamReply:
     stall_after: int | None = None  # go silent (connection open) after this many events
 
 
+_METHODS = ("generateContent", "streamGenerateContent", "batchEmbedContents", "embedContent")
+
+
 class FakeGemini(FakeServer[RecordedRequest, Reply | StreamReply | Disconnect]):
     """The Gemini fake (see `FakeServer`); `base_url` ends in `/v1beta`; a recorded request's
     `path` includes the query string."""
@@ -210,7 +213,7 @@ class FakeGemini(FakeServer[RecordedRequest, Reply | StreamReply | Disconnect]):
     async def _generate(self, request: web.Request) -> web.StreamResponse:
         self.requests.append(await record(request, request.path_qs))
         method = request.match_info["call"].rpartition(":")[2]
-        if method not in ("generateContent", "streamGenerateContent"):
+        if method not in _METHODS:
             body = error_body(404, "NOT_FOUND", f"Method {method!r} not found.")
             return web.json_response(body, status=404)
         reply = self._script.popleft() if self._script else None
@@ -229,15 +232,22 @@ class FakeGemini(FakeServer[RecordedRequest, Reply | StreamReply | Disconnect]):
             await asyncio.sleep(reply.delay)
             if isinstance(reply, Disconnect):
                 drop(request)
-            return self._whole(reply)
+            return self._whole(reply, method)
         except Dropped:
             raise asyncio.CancelledError from None  # ends the handler without an answer
         except (ConnectionError, asyncio.CancelledError):
             self.disconnects += 1
             raise
 
-    def _whole(self, reply: Reply) -> web.Response:
-        body = reply.body if reply.body is not None else response(candidate(text(self.text)))
+    def _whole(self, reply: Reply, method: str = "generateContent") -> web.Response:
+        body = reply.body
+        if body is None and method == "batchEmbedContents":
+            count = len(self.requests[-1].json.get("requests") or [])
+            body = {"embeddings": [{"values": [0.6, 0.8]}] * count}
+        elif body is None and method == "embedContent":
+            body = {"embedding": {"values": [0.6, 0.8]}}
+        elif body is None:
+            body = response(candidate(text(self.text)))
         if isinstance(body, str):
             body = body.encode()
         if not isinstance(body, bytes):

@@ -34,6 +34,7 @@ __all__ = [
     "StreamReply",
     "default_chunks",
     "default_completion",
+    "default_embeddings",
 ]
 
 DEFAULT_TEXT = "Hello from the fake upstream."
@@ -92,6 +93,15 @@ def default_completion(request: Mapping[str, Any], text: str = DEFAULT_TEXT) -> 
     }
 
 
+def default_embeddings(request: Mapping[str, Any]) -> dict[str, Any]:
+    """An embeddings answer: the unit vector (0.6, 0.8) per input, 3 tokens each."""
+    inputs = request.get("input")
+    count = len(inputs) if isinstance(inputs, list) and not isinstance(inputs[0], int) else 1
+    data = [{"object": "embedding", "index": i, "embedding": [0.6, 0.8]} for i in range(count)]
+    usage = {"prompt_tokens": 3 * count, "total_tokens": 3 * count}
+    return {"object": "list", "data": data, "model": request.get("model"), "usage": usage}
+
+
 def default_chunks(request: Mapping[str, Any], text: str = DEFAULT_TEXT) -> list[dict[str, Any]]:
     """Role chunk, one chunk per word, finish chunk, and a usage chunk if include_usage."""
     base = {
@@ -130,7 +140,8 @@ _LARGE = 1 << 20
 
 
 class FakeOpenAI(FakeServer[RecordedRequest, Reply | StreamReply | Disconnect]):
-    """The OpenAI-compatible fake (see `FakeServer`); `base_url` ends in `/v1`."""
+    """The OpenAI-compatible fake (see `FakeServer`); `base_url` ends in `/v1`. It serves
+    `/chat/completions` and `/embeddings` (scripted replies are shared, in request order)."""
 
     thread_name = "fake-openai"
 
@@ -142,6 +153,7 @@ class FakeOpenAI(FakeServer[RecordedRequest, Reply | StreamReply | Disconnect]):
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/v1/embeddings", self._chat)
         app.router.add_get("/v1/models", self._models)
 
     async def _models(self, request: web.Request) -> web.Response:
@@ -192,7 +204,11 @@ class FakeOpenAI(FakeServer[RecordedRequest, Reply | StreamReply | Disconnect]):
     async def _whole(
         self, request: web.Request, reply: Reply, wants: Mapping[str, Any]
     ) -> web.StreamResponse:
-        body = reply.body if reply.body is not None else default_completion(wants, self.text)
+        body = reply.body
+        if body is None and request.path.endswith("/embeddings"):
+            body = default_embeddings(wants)
+        elif body is None:
+            body = default_completion(wants, self.text)
         if isinstance(body, str):
             body = body.encode()
         if not isinstance(body, bytes):

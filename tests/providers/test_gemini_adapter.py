@@ -53,7 +53,7 @@ TOOLS = [
 
 def test_registry_options_and_defaults() -> None:
     spec = spec_for("gemini")
-    assert spec.capabilities == frozenset({"chat"})
+    assert spec.capabilities == frozenset({"chat", "embeddings"})
     assert spec.options_type is Options
     assert Options().base_url == "https://generativelanguage.googleapis.com/v1beta"
     with pytest.raises(msgspec.ValidationError, match="include_thougths"):

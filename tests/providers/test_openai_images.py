@@ -16,6 +16,7 @@ import pytest
 
 from providers.base import (
     ChatProvider,
+    EmbeddingsProvider,
     ImageProvider,
     ImageRequest,
     MediaInput,
@@ -88,13 +89,14 @@ def test_openai_serves_chat_and_both_image_capabilities() -> None:
         assert serves("openai", capability)
     assert not serves("openai", "text_to_music")
     spec = spec_for("openai")
-    assert spec.capabilities == frozenset({"chat", "text_to_image", "image_to_image"})
+    assert spec.capabilities == frozenset({"chat", "embeddings", "text_to_image", "image_to_image"})
 
     async def test() -> None:
         provider = spec.create("o", Options(base_url="http://127.0.0.1:9/v1"))
         try:
             assert isinstance(provider, ChatProvider)
             assert isinstance(provider, ImageProvider)
+            assert isinstance(provider, EmbeddingsProvider)
         finally:
             await provider.close()
 

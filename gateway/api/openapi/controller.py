@@ -43,12 +43,13 @@ request the HTTP parser cannot read 400 `invalid_request`, all in the envelope.
 
 Release labels (`x-release` on each operation): **Available** is a public contract;
 **Preview** is callable but may still change. Planned capabilities (video, audio and speech,
-embeddings, realtime, resumable uploads, callbacks) are not callable and not described here:
+realtime, resumable uploads, callbacks) are not callable and not described here:
 their paths answer 501 `not_implemented`.
 """
 
 _TAGS = [
     Tag(name="Chat", description="Chat completions (Available), JSON or Server-Sent Events."),
+    Tag(name="Embeddings", description="Embeddings of texts or token arrays (Available)."),
     Tag(name="Models", description="The models the calling tenant may use (Preview)."),
     Tag(name="Catalog", description="Models with capabilities and prices (Preview)."),
     Tag(name="Images", description="Image generation tasks (Preview)."),

@@ -1,0 +1,1 @@
+"""Embeddings: `POST /v1/embeddings`, a postpaid call charged by input tokens."""
