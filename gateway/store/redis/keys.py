@@ -43,6 +43,10 @@ Tenant scope (``{p}{t:<tenant>}:`` then):
                                         reconcile should next check it has a queue entry
     task_expiry                 zset    msgpack [task_id, tenant, capability, status] by the time
                                         an ended task expires (the retention sweep)
+    callbacks_due               zset    task_id by when its callback's next attempt is due (or
+                                        its attempt's lease ends); the delivery schedule
+    callbacks_failed            zset    task_id by when its callback failed or was disabled
+    callback_secret             hash    secret, created_at, previous?, previous_until?
 
 Queue shard scope (``{p}{q<n>.<k>.<j>}:`` then):
 
@@ -238,6 +242,15 @@ class RedisKeys:
 
     def task_expiry(self, tenant: str) -> str:
         return f"{self.tenant_scope(tenant)}task_expiry"
+
+    def callbacks_due(self, tenant: str) -> str:
+        return f"{self.tenant_scope(tenant)}callbacks_due"
+
+    def callbacks_failed(self, tenant: str) -> str:
+        return f"{self.tenant_scope(tenant)}callbacks_failed"
+
+    def callback_secret(self, tenant: str) -> str:
+        return f"{self.tenant_scope(tenant)}callback_secret"
 
     def task_pattern(self) -> str:
         """A SCAN pattern of every `task(tenant, id)` (the prefix's glob characters escaped)."""

@@ -43,7 +43,7 @@ import msgspec
 
 __all__ = ["SCHEMA_VERSION", "connect"]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 _TABLES = (
     """CREATE TABLE IF NOT EXISTS api_keys (
@@ -115,6 +115,23 @@ _TABLES = (
         task_id TEXT
     )""",
     "CREATE INDEX IF NOT EXISTS artifacts_by_expiry ON artifacts (expires_at)",
+    # Task callbacks (schema 6): a row per delivery scheduled ('due', by when) or given up
+    # ('failed': failed or disabled, by when); a delivered one has no row.
+    """CREATE TABLE IF NOT EXISTS callbacks (
+        task_id TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL,
+        state TEXT NOT NULL,
+        due_at REAL NOT NULL
+    ) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS callbacks_due ON callbacks (due_at) WHERE state = 'due'",
+    "CREATE INDEX IF NOT EXISTS callbacks_failed ON callbacks (due_at) WHERE state = 'failed'",
+    """CREATE TABLE IF NOT EXISTS callback_secrets (
+        tenant TEXT PRIMARY KEY,
+        secret TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        previous TEXT,
+        previous_until REAL
+    ) WITHOUT ROWID""",
 )
 
 _ADDED_COLUMNS = (
