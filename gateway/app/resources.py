@@ -14,12 +14,14 @@ from typing import Any
 from gateway.admission.finisher import CallFinisher
 from gateway.admission.gatekeeper import Gatekeeper
 from gateway.api.resources import Resources
+from gateway.app.callbacks import callback_policy, open_callbacks, update_callbacks
 from gateway.app.settings import Settings
 from gateway.artifacts import BlobStore, FetchPolicy, ReferenceFetcher, UrlSigner
 from gateway.artifacts.addresses import parse_networks
 from gateway.artifacts.service import ArtifactService
 from gateway.artifacts.store_url import blob_store_from_url, close_blob_store, open_blob_store
 from gateway.auth import Authenticator
+from gateway.callbacks.worker import CallbackWorker
 from gateway.chat.service import ChatService
 from gateway.config.loader import GatewayConfig
 from gateway.ids import new_call_id
@@ -63,6 +65,7 @@ class Runtime:
         self._retire_seconds = retire_seconds
         self._generations: list[dict[str, Any]] = []
         self._worker: Worker | None = None
+        self._callbacks: CallbackWorker | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._retiring: set[asyncio.Task[None]] = set()
         self.current: Resources | None = None
@@ -93,6 +96,13 @@ class Runtime:
             self._worker.start()
         else:
             self._worker.use(router, artifacts, config.file.gateway)
+        if self._callbacks is None:  # (started with the task worker: GATEWAY_WORKERS=0, none)
+            self._callbacks = open_callbacks(
+                config, store, artifacts, metrics, enabled=settings.workers > 0
+            )
+            self._callbacks.start()
+        else:
+            update_callbacks(self._callbacks, config, artifacts)
         previous = self._generations[-1] if self._generations else None
         self._generations.append(providers)
         if previous is not None:
@@ -124,6 +134,7 @@ class Runtime:
                 self.finisher,
                 hold_seconds=config.file.gateway.hold_seconds,
                 metrics=metrics,
+                callback_policy=callback_policy(config),
             ),
             worker=self._worker,
         )
@@ -136,6 +147,8 @@ class Runtime:
             task.cancel()
         if self._worker is not None:
             await self._worker.close()
+        if self._callbacks is not None:
+            await self._callbacks.close()
         await self.finisher.close()
         for providers in self._generations:
             await _close_providers(providers)

@@ -16,6 +16,7 @@ import signal
 import sys
 from typing import Any
 
+from gateway.app.callbacks import open_callbacks, update_callbacks
 from gateway.app.resources import open_artifacts, open_worker
 from gateway.app.settings import Settings
 from gateway.artifacts.store_url import blob_store_from_url, close_blob_store, open_blob_store
@@ -56,6 +57,7 @@ async def _run(settings: Settings, config: GatewayConfig) -> None:
         )
         artifacts = open_artifacts(settings, config, store, blobs, metrics)
         worker = open_worker(settings, config, store, router, artifacts, metrics)
+        callbacks = open_callbacks(config, store, artifacts, metrics, enabled=settings.workers > 0)
 
         async def apply(new: GatewayConfig) -> None:
             # Tasks under way finish with the providers they started with (closed at exit).
@@ -63,6 +65,7 @@ async def _run(settings: Settings, config: GatewayConfig) -> None:
             artifacts = open_artifacts(settings, new, store, blobs, metrics)
             apply_task_retention(store, new.file.gateway)
             worker.use(router, artifacts, new.file.gateway)
+            update_callbacks(callbacks, new, artifacts)
 
         watcher = ConfigWatcher(config, apply, poll_seconds=settings.config_poll_seconds)
         print(
@@ -76,10 +79,12 @@ async def _run(settings: Settings, config: GatewayConfig) -> None:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
         worker.start()
+        callbacks.start()
         watcher.start()
         await stop.wait()
         await watcher.close()
         await worker.close()
+        await callbacks.close()
     finally:
         for providers in generations:
             for provider in providers.values():

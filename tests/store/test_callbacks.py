@@ -18,7 +18,6 @@ from tests.store.task_support import SHORT, create, lapse, made
 URL = "https://hooks.example.com/in"
 
 
-
 def made_with_callback(store: Store, run: Run, task_id: str, tenant: str = "t1") -> TaskRecord:
     run(store.grant(tenant, 10_000, entry_id=f"g-{task_id}", reason="top-up"))
     c = msgspec.structs.replace(
@@ -30,9 +29,7 @@ def made_with_callback(store: Store, run: Run, task_id: str, tenant: str = "t1")
 
 def finalize(store: Store, run: Run, task_id: str, tenant: str = "t1") -> TaskRecord:
     run(store.claim_task("w1", lease_seconds=30))
-    return run(
-        store.finalize_task(TaskFinal(tenant=tenant, task_id=task_id, status="succeeded"))
-    )
+    return run(store.finalize_task(TaskFinal(tenant=tenant, task_id=task_id, status="succeeded")))
 
 
 def attempt(task: TaskRecord, status: str, **fields: object) -> CallbackAttempt:
@@ -76,7 +73,10 @@ def test_finalize_schedules_the_delivery_and_a_claim_holds_it(store: Store, run:
     assert delivered is not None and delivered.callback is not None
     cb = delivered.callback
     assert (cb.status, cb.attempt_count, cb.last_error, cb.next_attempt_at) == (
-        "delivered", 1, None, None
+        "delivered",
+        1,
+        None,
+        None,
     )
     assert cb.delivered_at is not None and cb.lease_token is None
     assert run(store.get_task("t1", "task_a")) == delivered

@@ -147,7 +147,9 @@ class RedisCallbackArea:
         self, tenant: str, mode: str, secret: str, grace_seconds: float
     ) -> CallbackSecrets:
         res = await self._eval(
-            self._s.callback_secret, (self.keys.callback_secret(tenant),), (mode, secret, grace_seconds)
+            self._s.callback_secret,
+            (self.keys.callback_secret(tenant),),
+            (mode, secret, grace_seconds),
         )
         return _secrets(tenant, dict(zip(res[::2], res[1::2], strict=True)))
 

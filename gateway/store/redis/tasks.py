@@ -24,8 +24,8 @@ from redis.commands.core import AsyncScript
 
 from gateway.store import buckets
 from gateway.store.ledger_ids import debit_id, hold_id, refund_id
-from gateway.store.redis.codec import decode_task as _task
 from gateway.store.redis.codec import callback_fields, text
+from gateway.store.redis.codec import decode_task as _task
 from gateway.store.redis.errors import store_errors
 from gateway.store.redis.keys import RedisKeys
 from gateway.store.redis.tenants import Registrations, TenantWalk
