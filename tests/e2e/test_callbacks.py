@@ -11,7 +11,10 @@ it, and the task's `callback` object.
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,8 @@ CONFIG = MEDIA_CONFIG.replace(
     1,
 )
 IMAGE = "/v1/images/generations"
+PER_HOST = 4
+"""The delivery worker's cap of attempts at once to one destination host."""
 
 
 def _task(client: httpx.Client, prompt: str, url: str | None) -> str:
@@ -142,3 +147,79 @@ def test_callbacks_are_signed_retried_and_shown_on_the_task(
     assert "redirect" in tasks["redirect"]["callback"]["last_error"]
     assert elsewhere.received == []  # the redirect was never followed
     assert json.loads(hooks.hits("/ok")[0].body)["data"]["error"] is not None
+
+
+KILL_CONFIG = CONFIG.replace("callback_retry_seconds = [0.2, 0.2]", "callback_retry_seconds = [5]")
+
+
+def test_a_gateway_killed_in_a_retry_schedule_delivers_once_after_restart(
+    store_url: str | None, workdir: Path
+) -> None:
+    with receiver() as hooks:
+        hooks.scripts = {"/once": [Answer(500), Answer(200)]}
+        gateway = start_gateway(workdir, KILL_CONFIG, store_url=store_url)
+        try:
+            gateway.grant("default", "1000")
+            key = gateway.new_key("default")
+            headers = {"Authorization": f"Bearer {key}"}
+            root = root_of(gateway.base_url)
+            with httpx.Client(base_url=root, headers=headers, timeout=30) as client:
+                task_id = _task(client, "a fox", hooks.url("/once"))
+                wait_until(
+                    lambda: client.get(f"/v1/tasks/{task_id}").json()["callback"],
+                    lambda cb: cb["status"] == "retrying",
+                    what="the first attempt's failure",
+                )
+            os.kill(gateway.process.pid, signal.SIGKILL)
+            gateway.process.wait(timeout=10)
+        finally:
+            gateway.stop()
+        assert len(hooks.hits("/once")) == 1  # killed before the retry was due
+
+        restarted = start_gateway(workdir, KILL_CONFIG, store_url=store_url)
+        try:
+            root = root_of(restarted.base_url)
+            with httpx.Client(base_url=root, headers=headers, timeout=30) as client:
+                task = _settled(client, task_id)
+        finally:
+            restarted.stop()
+    cb = task["callback"]
+    assert (cb["status"], cb["attempt_count"]) == ("delivered", 2)
+    hits = hooks.hits("/once")
+    assert len(hits) == 2  # delivered once: the one 200 of the script
+    assert hits[0].headers["webhook-id"] == hits[1].headers["webhook-id"]
+
+
+def test_a_receiver_that_never_answers_leaves_chats_and_its_share_alone(tmp_path: Path) -> None:
+    """Twelve callbacks to a receiver that hangs past the gateway's wait while 200 chats run:
+    every chat is answered in full, and the receiver never sees more than the per-destination
+    cap of attempts at once."""
+    with receiver() as hooks:
+        hooks.scripts = {"/stuck": [HANG]}
+        gateway = start_gateway(tmp_path, CONFIG)
+        try:
+            headers = {"Authorization": f"Bearer {gateway.api_key}"}
+            root = root_of(gateway.base_url)
+            with httpx.Client(base_url=root, headers=headers, timeout=30) as client:
+                for _ in range(12):
+                    _task(client, "a fox", hooks.url("/stuck"))
+                wait_until(lambda: hooks.in_flight, lambda n: n >= PER_HOST, what="stuck attempts")
+
+                def chat(n: int) -> tuple[int, str]:
+                    body = {
+                        "model": "sim-chat-1",
+                        "messages": [{"role": "user", "content": f"hello {n}"}],
+                    }
+                    response = client.post("/v1/chat/completions", json=body)
+                    content = response.json()["choices"][0]["message"]["content"]
+                    return response.status_code, content
+
+                with ThreadPoolExecutor(8) as pool:
+                    answers = list(pool.map(chat, range(200)))
+                stuck_meanwhile = hooks.in_flight
+        finally:
+            gateway.stop()
+    assert [status for status, _ in answers] == [200] * 200
+    assert all(content for _, content in answers)
+    assert stuck_meanwhile >= 1  # the receiver was still hanging while the chats ran
+    assert hooks.most_in_flight == PER_HOST

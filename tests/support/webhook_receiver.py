@@ -40,6 +40,9 @@ class Receiver:
     def __init__(self, host: str = "127.0.0.1") -> None:
         self.scripts: dict[str, Sequence[Answer | str]] = {}
         self.received: list[Received] = []
+        self.in_flight = 0
+        self.most_in_flight = 0
+        """Requests being answered at once, now and at the most."""
         self._lock = threading.Lock()
         receiver = self
 
@@ -68,7 +71,16 @@ class Receiver:
         with self._lock:
             turn = sum(1 for r in self.received if r.path == handler.path)
             self.received.append(Received(handler.path, headers, body, time.monotonic()))
-        script = self.scripts.get(handler.path, [Answer(404)])
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            self._reply(handler, path=handler.path, turn=turn)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def _reply(self, handler: BaseHTTPRequestHandler, *, path: str, turn: int) -> None:
+        script = self.scripts.get(path, [Answer(404)])
         answer = script[min(turn, len(script) - 1)]
         if answer == HANG:
             time.sleep(HANG_SECONDS)
