@@ -1,7 +1,7 @@
 -- task_callback_record: an attempt's outcome, applied only under the lease token it was claimed
 -- with: attempt_count + 1, the status, and the schedule (again at next_attempt_at when
--- retrying; else off it, failed and disabled ones into callbacks_failed). A redelivery
--- (cb_once) that fails is failed, not retried.
+-- retrying; else off it, failed and disabled ones into callbacks_failed, its latest 1000). A
+-- redelivery (cb_once) that fails is failed, not retried.
 -- KEYS: task, callbacks_due, callbacks_failed
 -- ARGV: task_id, lease token, status, next_attempt_at, last_error ('' = none)
 -- Returns {'ok', task fields} or {'stale'}.
@@ -26,6 +26,7 @@ else
     redis.call('ZREM', KEYS[3], ARGV[1])
   else
     redis.call('ZADD', KEYS[3], NOW, ARGV[1])
+    redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -1001)  -- the tenant's latest 1000 are listed
   end
 end
 return {'ok', redis.call('HGETALL', TASK)}
