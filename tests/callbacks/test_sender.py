@@ -5,13 +5,16 @@ address is never connected to."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from gateway.callbacks.sender import AttemptResult, CallbackSender
 from gateway.callbacks.urls import CallbackPolicy
 from tests.support.webhook_receiver import Answer, receiver
 
 LOCAL = CallbackPolicy.of(["127.0.0.1/32"])
+ENDLESS = 64 * 1024 * 1024
 
 
 def test_the_connection_goes_to_the_vetted_address_without_a_second_lookup() -> None:
@@ -63,3 +66,40 @@ def test_an_answer_is_judged_by_its_status() -> None:
     assert gone.outcome == "gone"
     assert (busy.outcome, busy.retry_after) == ("retry", 7)
     assert moved.outcome == "retry" and "redirect" in (moved.error or "")
+
+
+def test_the_answer_body_is_not_read_past_a_few_kilobytes() -> None:
+    """A receiver answers 200 and then streams 64 MB: the attempt is delivered and closes the
+    connection long before the receiver could send it all."""
+    sent: list[int] = []
+
+    class Endless(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Length", str(ENDLESS))
+            self.end_headers()
+            chunk, written = bytes(65536), 0
+            try:
+                while written < ENDLESS:
+                    self.wfile.write(chunk)
+                    written += len(chunk)
+            except OSError:
+                pass
+            sent.append(written)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Endless)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/in"
+        result = asyncio.run(CallbackSender(LOCAL).send(url, b"{}", {}))
+        server.shutdown()
+    finally:
+        server.server_close()
+    thread.join(5)
+    assert result.outcome == "delivered"
+    assert sent and sent[0] < ENDLESS  # the gateway hung up: the rest was never taken

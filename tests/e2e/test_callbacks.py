@@ -24,6 +24,7 @@ from standardwebhooks import Webhook
 
 from tests.e2e.media_support import post_task, root_of, wait_for_task
 from tests.support.gateway_process import GatewayProcess, start_gateway
+from tests.support.metrics_scrape import scrape, total, value
 from tests.support.routing_files import MEDIA_CONFIG
 from tests.support.waiting import wait_until
 from tests.support.webhook_receiver import HANG, Answer, Receiver, receiver
@@ -147,6 +148,19 @@ def test_callbacks_are_signed_retried_and_shown_on_the_task(
     assert "redirect" in tasks["redirect"]["callback"]["last_error"]
     assert elsewhere.received == []  # the redirect was never followed
     assert json.loads(hooks.hits("/ok")[0].body)["data"]["error"] is not None
+
+    def counted() -> dict[str, float]:
+        _, samples = scrape(gateway)
+        counts = {
+            outcome: total(samples, "gateway_callback_deliveries_total", outcome=outcome)
+            for outcome in ("delivered", "retrying", "failed", "disabled")
+        }
+        return {**counts, "backlog": value(samples, "gateway_callback_backlog")}
+
+    # delivered: flaky, ok, hang; retrying: flaky twice, hang once, redirect twice. (Counted
+    # just after each outcome is stored: the scrape may come a moment before the last.)
+    expected_counts = {"delivered": 3, "retrying": 5, "failed": 1, "disabled": 1, "backlog": 0}
+    wait_until(counted, lambda counts: counts == expected_counts, timeout=10, what="the counts")
 
 
 KILL_CONFIG = CONFIG.replace("callback_retry_seconds = [0.2, 0.2]", "callback_retry_seconds = [5]")
