@@ -62,27 +62,33 @@ class RedisCallbackArea:
         return _secrets(tenant, fields) if fields else None
 
     async def claim_callbacks(self, *, lease_seconds: float, limit: int) -> list[TaskRecord]:
+        """A page of registered tenants' due entries, read in one pipeline, then each claimed
+        in its tenant's slot (where the claim alone decides)."""
         k, client = self.keys, self.client
         with store_errors:
             seconds, micros = await client.time()
         now = seconds + micros / 1e6
+        tenants = await self._callback_walk.page(client, k)
+        if not tenants:
+            return []
+        # More than `limit` each: another process may be claiming the first ones.
+        with store_errors:
+            async with client.pipeline(transaction=False) as pipe:
+                for tenant in tenants:
+                    pipe.zrangebyscore(k.callbacks_due(tenant), "-inf", now, 0, 4 * limit + 16)
+                found: list[Any] = await pipe.execute()
         claimed: list[TaskRecord] = []
-        for tenant in await self._callback_walk.page(client, k):
-            due_key = k.callbacks_due(tenant)
-            with store_errors:
-                # More than `limit`: another process may be claiming the first ones.
-                due: Any = await client.zrangebyscore(due_key, "-inf", now, 0, 4 * limit + 16)
+        for tenant, due in zip(tenants, found, strict=True):
             for raw in due:
                 task_id = raw.decode()
                 res = await self._eval(
                     self._s.task_callback_claim,
-                    (k.task(tenant, task_id), due_key),
+                    (k.task(tenant, task_id), k.callbacks_due(tenant)),
                     (task_id, lease_seconds, secrets.token_hex(12)),
                 )
-                if res[0] == b"claimed":
-                    task = decode_task(res[1])
-                    if task is not None:
-                        claimed.append(task)
+                task = decode_task(res[1]) if res[0] == b"claimed" else None
+                if task is not None:
+                    claimed.append(task)
                 if len(claimed) >= limit:
                     return claimed
         return claimed
@@ -137,11 +143,15 @@ class RedisCallbackArea:
 
     async def callback_backlog(self) -> int:
         k, client = self.keys, self.client
-        total = 0
-        for tenant in await _all_tenants(client, k):
-            with store_errors:
-                total += int(await client.zcard(k.callbacks_due(tenant)))
-        return total
+        tenants = await _all_tenants(client, k)
+        if not tenants:
+            return 0
+        with store_errors:
+            async with client.pipeline(transaction=False) as pipe:
+                for tenant in tenants:
+                    pipe.zcard(k.callbacks_due(tenant))
+                counts: list[Any] = await pipe.execute()
+        return sum(int(count) for count in counts)
 
     async def _secret(
         self, tenant: str, mode: str, secret: str, grace_seconds: float
