@@ -37,9 +37,12 @@ class CallbackPolicy:
 
     def allows(self, ip: Address, *, http: bool) -> bool:
         """An address an attempt may connect to (plain http: only in an allowed network)."""
+        allowed = address_allowed(ip, self.allowed_networks)  # (metadata: never)
         if http:
-            return any(ip.version == n.version and ip in n for n in self.allowed_networks)
-        return address_allowed(ip, self.allowed_networks)
+            return allowed and any(
+                ip.version == n.version and ip in n for n in self.allowed_networks
+            )
+        return allowed
 
 
 def literal_address(host: str) -> Address | None:

@@ -43,6 +43,13 @@ def test_schemes_credentials_and_plain_http() -> None:
         ["169.254.0.0/16"]))  # metadata: never  # fmt: skip
 
 
+def test_metadata_addresses_are_refused_even_in_an_allowed_network() -> None:
+    policy = CallbackPolicy.of(["169.254.0.0/16", "100.100.0.0/16"])
+    for url in ("http://169.254.169.254/", "https://169.254.169.254/", "http://100.100.100.200/"):
+        assert "private, loopback" in _refused(url, policy) or "plain http" in _refused(url, policy)
+    check_callback_url("http://169.254.10.1/hook", policy)  # the rest of the network is allowed
+
+
 def test_accepted_urls() -> None:
     check_callback_url("https://hooks.example.com/in?x=1", PUBLIC)
     check_callback_url("https://8.8.8.8/hook", PUBLIC)
