@@ -193,6 +193,9 @@ class CallbackWorker:
                 result = await self._sender.send(callback.url, body, headers)
         except StoreUnavailable:
             return  # the lease runs out; the delivery is claimed again
+        except Exception as exc:  # a fault of ours: the attempt counts, and is retried
+            _log.error("callback_send_failed", task_id=task.task_id, error=repr(exc))
+            result = AttemptResult("retry", "the gateway could not send it")
         status, wait = self._status(result, callback.attempt_count + 1)
         attempt = CallbackAttempt(
             tenant=task.tenant,
