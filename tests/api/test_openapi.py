@@ -40,7 +40,7 @@ EXCLUDED = {
 }
 """Besides these, the Planned paths (501) are left out: the spec's public description lists
 only callable endpoints."""
-PLANNED_PREFIXES = ("/v1/embeddings", "/v1/audio/", "/v1/video", "/v1/realtime", "/v1/callbacks")
+PLANNED_PREFIXES = ("/v1/embeddings", "/v1/audio/", "/v1/video", "/v1/realtime")
 PLANNED = {"/v1/uploads/resumable"}
 RELEASES = {  # the spec's labels
     "/v1/chat/completions": "Available",

@@ -1,13 +1,16 @@
 """A local webhook receiver that answers by script, for the callback tests.
 
 Each path has a script: a list of answers given in turn (the last one repeats). An answer is
-a status, optionally with headers, or `HANG` (answer only after `HANG_SECONDS`, past the
-gateway's 10 s wait for the status line). Every request is kept: path, headers (lower-case
-names), body, and when it arrived (`time.monotonic()`).
+a status, optionally with headers, or `HANG` (no answer until the client hangs up, or a 200
+after `HANG_SECONDS`, past the gateway's 10 s wait for the status line). Every request is
+kept: path, headers (lower-case names), body, and when it arrived (`time.monotonic()`);
+`in_flight` counts the connections being answered (a hung one until its client leaves).
 """
 
 from __future__ import annotations
 
+import select
+import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -83,7 +86,8 @@ class Receiver:
         script = self.scripts.get(path, [Answer(404)])
         answer = script[min(turn, len(script) - 1)]
         if answer == HANG:
-            time.sleep(HANG_SECONDS)
+            if _client_left(handler.connection, HANG_SECONDS):
+                return
             answer = Answer(200)
         assert isinstance(answer, Answer)
         handler.send_response(answer.status)
@@ -94,6 +98,21 @@ class Receiver:
             handler.send_header("Content-Length", str(len(body)))
         handler.end_headers()
         handler.wfile.write(body)
+
+
+def _client_left(connection: socket.socket, seconds: float) -> bool:
+    """Wait up to `seconds` for the client to close the connection; True if it did."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        readable, _, _ = select.select([connection], [], [], min(left, 0.5))
+        if readable:
+            try:
+                if not connection.recv(1, socket.MSG_PEEK):
+                    return True
+            except OSError:
+                return True
+            time.sleep(0.01)  # (bytes after the request: not a close)
+    return False
 
 
 @contextmanager
