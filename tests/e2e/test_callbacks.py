@@ -89,7 +89,7 @@ def test_callbacks_are_signed_retried_and_shown_on_the_task(
     hooks.scripts = {
         "/flaky": [Answer(500, {"Retry-After": "1"}), Answer(500), Answer(200)],
         "/ok": [Answer(204)],
-        "/gone": [Answer(410)],
+        "/gone": [Answer(410), Answer(200)],
         "/hang": [HANG, Answer(200)],
         "/redirect": [Answer(302, {"Location": elsewhere.url("/never")})],
     }
@@ -161,6 +161,20 @@ def test_callbacks_are_signed_retried_and_shown_on_the_task(
     # just after each outcome is stored: the scrape may come a moment before the last.)
     expected_counts = {"delivered": 3, "retrying": 5, "failed": 1, "disabled": 1, "backlog": 0}
     wait_until(counted, lambda counts: counts == expected_counts, timeout=10, what="the counts")
+
+    # The secret rotated, the disabled callback redelivered: one more attempt, same id, signed
+    # with the new secret and the replaced one.
+    rotated = gateway.cli("callbacks", "secret", "--tenant", "default").stdout.strip()
+    assert rotated.startswith("whsec_") and rotated != secret
+    again = gateway.cli("callbacks", "redeliver", ids["gone"]).stdout.strip().split("\t")
+    assert again == [ids["gone"], "default", "pending"]
+    with httpx.Client(base_url=root_of(gateway.base_url), headers=headers, timeout=30) as client:
+        redelivered = _settled(client, ids["gone"])["callback"]
+    assert (redelivered["status"], redelivered["attempt_count"]) == ("delivered", 2)
+    first, last = hooks.hits("/gone")
+    assert last.headers["webhook-id"] == first.headers["webhook-id"]
+    assert len(last.headers["webhook-signature"].split(" ")) == 2
+    assert _verified(rotated, [last]) == _verified(secret, [last])
 
 
 KILL_CONFIG = CONFIG.replace("callback_retry_seconds = [0.2, 0.2]", "callback_retry_seconds = [5]")
