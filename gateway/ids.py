@@ -77,3 +77,8 @@ def accept_request_id(value: str | None) -> str:
     if value and _CLIENT_REQUEST_ID.match(value):
         return value
     return new_request_id()
+
+
+def new_callback_id() -> str:
+    """A task callback's `webhook-id` (the same on every attempt of its delivery)."""
+    return "cb_" + _random.hex(16)

@@ -19,15 +19,25 @@ from litestar import Request, Response, Router, get, post
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
+from gateway.admin import callbacks as callback_admin
 from gateway.admin import service
 from gateway.admin.token import check_admin_token
 from gateway.admin.usage import usage_report
-from gateway.api.admin_views import entry_view, key_view, task_view, tenant_view, usage_view
+from gateway.api.admin_views import (
+    entry_view,
+    failed_callback_view,
+    key_view,
+    task_view,
+    tenant_view,
+    usage_view,
+)
 from gateway.api.resources import Resources
+from gateway.api.task_view import callback_view
 from gateway.api.wallet import ledger_list
 from gateway.errors import KeyNotFound, ValidationFailed
 from gateway.http.context import context_of
 from gateway.http.json_body import decode_json, require_json_content_type
+from gateway.schemas.times import iso
 from gateway.schemas.wallet import LedgerList
 
 __all__ = ["ADMIN_PATH", "HANDLERS"]
@@ -179,6 +189,37 @@ async def tasks(request: Request[Any, Any, Any], resources: Resources) -> dict[s
     return {"object": "list", "data": [task_view(task) for task in found]}
 
 
+@post("/tenants/{tenant:str}/callback-secret", status_code=201)
+async def rotate_callback_secret(resources: Resources, tenant: str) -> dict[str, Any]:
+    keys = await callback_admin.rotate_secret(resources.store, resources.config, tenant)
+    return {
+        "object": "callback_secret",
+        "tenant": keys.tenant,
+        "secret": keys.secret,
+        "created_at": iso(keys.created_at),
+    }
+
+
+@post("/tasks/{task_id:str}/callback/redeliver", status_code=200)
+async def redeliver_callback(
+    request: Request[Any, Any, Any], resources: Resources, task_id: str
+) -> dict[str, Any]:
+    task = await callback_admin.redeliver(
+        resources.store, resources.config, task_id, tenant=_query(request, "tenant")
+    )
+    return {"object": "callback", "task_id": task.task_id, "tenant": task.tenant,
+            **callback_view(task)}  # fmt: skip
+
+
+@get("/callbacks/failed")
+async def failed_callbacks(request: Request[Any, Any, Any], resources: Resources) -> dict[str, Any]:
+    limit = request.query_params.get("limit") or "50"
+    if not (limit.isascii() and limit.isdigit()) or not 1 <= int(limit) <= 200:
+        raise service.invalid("limit", "an integer from 1 to 200")
+    found = await callback_admin.failed_callbacks(resources.store, limit=int(limit))
+    return {"object": "list", "data": [failed_callback_view(task) for task in found]}
+
+
 @get("/routing")
 async def routing(resources: Resources) -> dict[str, Any]:
     table = service.routing_table(resources.config, resources.router)
@@ -208,6 +249,9 @@ HANDLERS = [
         route_handlers=[
             adjust,
             create_key,
+            failed_callbacks,
+            redeliver_callback,
+            rotate_callback_secret,
             get_tenant,
             grant,
             list_keys,

@@ -14,7 +14,14 @@ from gateway.billing.money import format_credits
 from gateway.schemas.times import iso
 from gateway.store.base import ApiKeyRecord, LedgerEntry, TaskRecord
 
-__all__ = ["entry_view", "key_view", "task_view", "tenant_view", "usage_view"]
+__all__ = [
+    "entry_view",
+    "failed_callback_view",
+    "key_view",
+    "task_view",
+    "tenant_view",
+    "usage_view",
+]
 
 
 def tenant_view(summary: TenantSummary) -> dict[str, Any]:
@@ -65,6 +72,22 @@ def task_view(task: TaskRecord) -> dict[str, Any]:
         "created_at": iso(task.created_at),
         "finished_at": iso(task.completed_at) if task.completed_at is not None else None,
         "cost": format_credits(task.price_units - task.refunded_units),
+    }
+
+
+def failed_callback_view(task: TaskRecord) -> dict[str, Any]:
+    """A task whose callback delivery failed or was disabled, for operators."""
+    cb = task.callback
+    return {
+        "task_id": task.task_id,
+        "tenant": task.tenant,
+        "task_status": task.status,
+        "url": cb.url if cb else None,
+        "callback_id": cb.callback_id if cb else None,
+        "status": cb.status if cb else None,
+        "attempt_count": cb.attempt_count if cb else 0,
+        "last_error": cb.last_error if cb else None,
+        "finished_at": iso(task.completed_at) if task.completed_at is not None else None,
     }
 
 

@@ -26,6 +26,7 @@ async def metrics(request: Request[Any, Any, Any], resources: Resources) -> Resp
         config_version=resources.config.version,
         breakers=resources.router.breaker_states(),
         queue_depth=await read_queue_depth(resources.store.task_queue_depth),
+        callback_backlog=await read_queue_depth(resources.store.callback_backlog),
     )
     return Response(await exporter.render(facts), media_type=CONTENT_TYPE)
 

@@ -14,7 +14,7 @@ from gateway.billing.money import format_credits, format_usd
 from gateway.schemas.times import iso
 from gateway.store.base import TaskRecord
 
-__all__ = ["task_view"]
+__all__ = ["callback_view", "task_view"]
 
 _UNITS = {"text_to_image": "image", "image_to_image": "image"}
 
@@ -56,14 +56,7 @@ def task_view(task: TaskRecord, artifacts: ArtifactService, rate: Decimal) -> di
             "refunded_credits_usd_reference": format_usd(refunded, rate),
             "currency": "USD",
         },
-        "callback": {
-            "url": None,
-            "status": None,
-            "attempt_count": 0,
-            "delivered_at": None,
-            "last_error": None,
-            "release_label": "Planned",
-        },
+        "callback": callback_view(task),
         "created_at": _iso(task.created_at),
         "started_at": _iso(task.started_at),
         "completed_at": _iso(task.completed_at),
@@ -72,6 +65,28 @@ def task_view(task: TaskRecord, artifacts: ArtifactService, rate: Decimal) -> di
             "self": f"/v1/tasks/{task.task_id}",
             "cancel": f"/v1/tasks/{task.task_id}/cancel",
         },
+    }
+
+
+def callback_view(task: TaskRecord) -> dict[str, Any]:
+    """The task's callback and its delivery state (all null without one)."""
+    cb = task.callback
+    if cb is None:
+        return {
+            "url": None,
+            "status": None,
+            "attempt_count": 0,
+            "delivered_at": None,
+            "last_error": None,
+            "next_attempt_at": None,
+        }
+    return {
+        "url": cb.url,
+        "status": cb.status,
+        "attempt_count": cb.attempt_count,
+        "delivered_at": _iso(cb.delivered_at),
+        "last_error": cb.last_error,
+        "next_attempt_at": _iso(cb.next_attempt_at),
     }
 
 

@@ -112,6 +112,20 @@ def _parser() -> argparse.ArgumentParser:
         help="move a Redis store of the previous key layout to this one (gateways stopped; "
         "idempotent: docs/store.md)",
     )
+    callbacks = commands.add_parser("callbacks", help="task callbacks").add_subparsers(
+        dest="action", required=True
+    )
+    secret = callbacks.add_parser(
+        "secret",
+        help="a new signing secret for a tenant; prints only the secret (the one it replaces "
+        "still signs for 24 hours)",
+    )
+    secret.add_argument("--tenant", required=True)
+    redeliver = callbacks.add_parser(
+        "redeliver", help="one more attempt of a task's callback, with the same webhook-id"
+    )
+    redeliver.add_argument("task_id")
+    redeliver.add_argument("--tenant", help="the task's tenant (default: found among all)")
     usage = commands.add_parser(
         "usage",
         help="usage and spend per tenant, model and UTC day (tenant, model, day, requests, "
@@ -380,6 +394,29 @@ async def _store_migrate(store: Store, config: GatewayConfig, args: Any) -> int:
     return 0
 
 
+async def _callbacks_secret(store: Store, config: GatewayConfig, args: Any) -> int:
+    from gateway.admin.callbacks import rotate_secret
+
+    keys = await rotate_secret(store, config, args.tenant)
+    print(keys.secret)
+    return 0
+
+
+async def _callbacks_redeliver(store: Store, config: GatewayConfig, args: Any) -> int:
+    from gateway.admin.callbacks import redeliver
+    from gateway.errors import NotFound
+
+    try:
+        task = await redeliver(store, config, args.task_id, tenant=args.tenant)
+    except NotFound:
+        _err(f"no such task: {args.task_id}")
+        return 1
+    callback = task.callback
+    status = callback.status if callback else "-"
+    print(f"{task.task_id}\t{task.tenant}\t{status}")
+    return 0
+
+
 _ACTIONS: dict[tuple[str, str], Callable[[Store, GatewayConfig, Any], Awaitable[int]]] = {
     ("keys", "create"): _keys_create,
     ("keys", "revoke"): _keys_revoke,
@@ -389,6 +426,8 @@ _ACTIONS: dict[tuple[str, str], Callable[[Store, GatewayConfig, Any], Awaitable[
     ("credits", "balance"): _credits_balance,
     ("tenants", "list"): _tenants_list,
     ("store", "migrate"): _store_migrate,
+    ("callbacks", "secret"): _callbacks_secret,
+    ("callbacks", "redeliver"): _callbacks_redeliver,
     ("usage", ""): _usage,
 }
 

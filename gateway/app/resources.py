@@ -14,6 +14,7 @@ from typing import Any
 from gateway.admission.finisher import CallFinisher
 from gateway.admission.gatekeeper import Gatekeeper
 from gateway.api.resources import Resources
+from gateway.app.callbacks import callback_policy, open_callbacks, update_callbacks
 from gateway.app.generations import Generations, close_providers
 from gateway.app.settings import Settings
 from gateway.artifacts import BlobStore, FetchPolicy, ReferenceFetcher, UrlSigner
@@ -21,6 +22,7 @@ from gateway.artifacts.addresses import parse_networks
 from gateway.artifacts.service import ArtifactService
 from gateway.artifacts.store_url import blob_store_from_url, close_blob_store, open_blob_store
 from gateway.auth import Authenticator
+from gateway.callbacks.worker import CallbackWorker
 from gateway.chat.service import ChatService
 from gateway.config.loader import GatewayConfig
 from gateway.embeddings.service import EmbeddingsService
@@ -71,6 +73,7 @@ class Runtime:
         self.scrubber = Scrubber()
         self.generations = Generations(grace_seconds=retire_seconds)
         self._worker: Worker | None = None
+        self._callbacks: CallbackWorker | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self.current: Resources | None = None
 
@@ -100,6 +103,13 @@ class Runtime:
             self._worker.start()
         else:
             self._worker.use(router, artifacts, config.file.gateway)
+        if self._callbacks is None:  # (started with the task worker: GATEWAY_WORKERS=0, none)
+            self._callbacks = open_callbacks(
+                config, store, artifacts, metrics, enabled=settings.workers > 0
+            )
+            self._callbacks.start()
+        else:
+            update_callbacks(self._callbacks, config, artifacts)
         self.generations.add(providers, router)
         self.current = Resources(
             admin_token_hash=settings.admin_token_hash,
@@ -126,6 +136,7 @@ class Runtime:
                 self.finisher,
                 hold_seconds=config.file.gateway.hold_seconds,
                 metrics=metrics,
+                callback_policy=callback_policy(config),
             ),
             worker=self._worker,
             embeddings=EmbeddingsService(
@@ -143,6 +154,8 @@ class Runtime:
             self._sweeper.cancel()
         if self._worker is not None:
             await self._worker.close()
+        if self._callbacks is not None:
+            await self._callbacks.close()
         await self.finisher.close()
         await self.generations.close()
         await close_blob_store(self.blobs)

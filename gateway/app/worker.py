@@ -15,6 +15,7 @@ import signal
 import sys
 from typing import Any
 
+from gateway.app.callbacks import open_callbacks, update_callbacks
 from gateway.app.generations import Generations
 from gateway.app.resources import RETIRE_SECONDS, open_artifacts, open_worker
 from gateway.app.settings import Settings
@@ -60,6 +61,7 @@ async def _run(settings: Settings, config: GatewayConfig) -> None:
         )
         artifacts = open_artifacts(settings, config, store, blobs, metrics)
         worker = open_worker(settings, config, store, router, artifacts, metrics)
+        callbacks = open_callbacks(config, store, artifacts, metrics, enabled=settings.workers > 0)
 
         async def apply(new: GatewayConfig) -> None:
             # Tasks under way finish with the providers they started with: those close once
@@ -70,6 +72,7 @@ async def _run(settings: Settings, config: GatewayConfig) -> None:
             artifacts = open_artifacts(settings, new, store, blobs, metrics)
             apply_task_retention(store, new.file.gateway)
             worker.use(router, artifacts, new.file.gateway)
+            update_callbacks(callbacks, new, artifacts)
 
         watcher = ConfigWatcher(config, apply, poll_seconds=settings.config_poll_seconds)
         print(
@@ -83,10 +86,12 @@ async def _run(settings: Settings, config: GatewayConfig) -> None:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
         worker.start()
+        callbacks.start()
         watcher.start()
         await stop.wait()
         await watcher.close()
         await worker.close()
+        await callbacks.close()
     finally:
         await generations.close()
         await close_blob_store(blobs)

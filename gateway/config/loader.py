@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import ipaddress
 import os
 import re
 import tomllib
@@ -94,6 +95,14 @@ def _fail(where: Path, field: str, problem: str) -> ConfigError:
     return ConfigError(f"{where}: {field}: {problem}")
 
 
+def _network(where: Path, field: str, network: str) -> None:
+    """An IP network (`10.1.0.0/16`, `127.0.0.1/32`, `fd00::/8`), host bits clear."""
+    try:
+        ipaddress.ip_network(network)
+    except ValueError as exc:
+        raise _fail(where, field, f"not an IP network ({exc})") from None
+
+
 def _convert(where: Path, raw: Any, type_: type[Any], prefix: str) -> Any:
     """`raw` as `type_`; a problem names the file, the field as written in it, and what is
     wrong, in the words the API uses for request bodies (`unknown field`, `expected ...`)."""
@@ -132,6 +141,9 @@ def _build(where: Path, raw: dict[str, Any]) -> GatewayConfig:
                 )
             field = f"routing.policies.{capability}"
             file.routing.policies[capability] = _convert(where, table, RoutingPolicy, field)
+    for index, network in enumerate(file.gateway.callback_allowed_networks):
+        with problems.each():
+            _network(where, f"gateway.callback_allowed_networks[{index}]", network)
     providers = _providers(where, file, problems)
     models: dict[str, ModelEntry] = {}
     for index, model in enumerate(file.models):

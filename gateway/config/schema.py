@@ -219,6 +219,13 @@ class GatewaySection(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     fetch_allowed_networks: list[str] = []
     """Networks reference URLs may reach although they are not public (e.g. "10.1.0.0/16");
     loopback, private, link-local and metadata addresses are refused otherwise."""
+    callback_allowed_networks: list[str] = []
+    """Networks task callbacks may reach although they are not public, and the only ones a
+    plain http callback URL may reach (tests, private deployments); never metadata."""
+    callback_retry_seconds: list[Annotated[float, msgspec.Meta(ge=0)]] = []
+    """The waits between callback attempts (the first attempt, then one retry after each);
+    empty: the Standard Webhooks schedule (5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 14 h, 20 h,
+    24 h)."""
 
 
 class ConfigFile(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

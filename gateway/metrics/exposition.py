@@ -51,6 +51,8 @@ class LiveFacts:
     """Provider name -> `closed`, `half_open` or `open`."""
     queue_depth: int | None
     """None when the store did not answer in time."""
+    callback_backlog: int | None = None
+    """Task callbacks scheduled and not yet delivered, failed or disabled (None: unknown)."""
 
 
 class _LiveCollector:
@@ -85,6 +87,13 @@ class _LiveCollector:
             )
             depth.add_metric([], facts.queue_depth)
             yield depth
+        if facts.callback_backlog is not None:
+            backlog = GaugeMetricFamily(
+                "gateway_callback_backlog",
+                "Task callbacks waiting for their delivery (first attempt or a retry).",
+            )
+            backlog.add_metric([], facts.callback_backlog)
+            yield backlog
 
 
 class _Sources:

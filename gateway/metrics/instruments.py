@@ -172,6 +172,13 @@ class Metrics:
             "Bytes stored as artifacts, by source (upload, reference, output).",
             ("source",),
         )
+        self._callbacks = counter(
+            "gateway_callback_deliveries",
+            "Task callback delivery attempts, by outcome: delivered, retrying (it failed and "
+            "is tried again later), failed (no more attempts) or disabled (the receiver "
+            "answered 410).",
+            ("outcome",),
+        )
         self._artifacts = counter(
             "gateway_artifacts",
             "Artifacts stored, by source (upload, reference, output).",
@@ -261,6 +268,9 @@ class Metrics:
         self._artifacts(source).inc()
         self._artifact_bytes(source).inc(size)
 
+    def callback_attempt(self, outcome: str) -> None:
+        self._callbacks(outcome).inc()
+
 
 class DisabledMetrics(Metrics):
     """GATEWAY_METRICS=off: every event is a no-op and nothing is registered."""
@@ -304,4 +314,7 @@ class DisabledMetrics(Metrics):
         pass
 
     def artifact_stored(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def callback_attempt(self, *args: Any, **kwargs: Any) -> None:
         pass

@@ -13,12 +13,16 @@ from msgspec import Meta
 from gateway.schemas.tasks import Timestamp
 
 __all__ = [
+    "AdminCallback",
     "AdminKey",
     "AdminKeyList",
     "AdminTask",
     "AdminTaskList",
+    "CallbackSecret",
     "CreatedKey",
     "Entry",
+    "FailedCallback",
+    "FailedCallbackList",
     "KeyCounts",
     "LedgerEntryRequest",
     "NewKeyRequest",
@@ -141,6 +145,50 @@ class AdminTask(_Closed):
 class AdminTaskList(_Closed):
     object: Literal["list"]
     data: list[AdminTask]
+
+
+_CallbackStatus = Literal["pending", "delivered", "retrying", "failed", "disabled"]
+
+
+class CallbackSecret(_Closed):
+    """A tenant's new signing secret for task callbacks (shown once); the one it replaced
+    still signs every delivery for 24 hours."""
+
+    object: Literal["callback_secret"]
+    tenant: str
+    secret: str
+    created_at: Timestamp
+
+
+class AdminCallback(_Closed):
+    """A task's callback after a redelivery was asked for (the task's `callback` fields)."""
+
+    object: Literal["callback"]
+    task_id: str
+    tenant: str
+    url: str | None
+    status: _CallbackStatus | None
+    attempt_count: int
+    delivered_at: Timestamp | None
+    last_error: str | None
+    next_attempt_at: Timestamp | None
+
+
+class FailedCallback(_Closed):
+    task_id: str
+    tenant: str
+    task_status: Literal["queued", "running", "succeeded", "failed", "canceled"]
+    url: str | None
+    callback_id: str | None
+    status: _CallbackStatus | None
+    attempt_count: int
+    last_error: str | None
+    finished_at: Timestamp | None
+
+
+class FailedCallbackList(_Closed):
+    object: Literal["list"]
+    data: list[FailedCallback]
 
 
 class RoutingModel(_Closed):

@@ -23,6 +23,7 @@ __all__ = [
     "MAX_TITLE",
     "MUSIC_RULES",
     "ArtifactInput",
+    "CallbackRequest",
     "DataUriInput",
     "ImageGenerationBody",
     "ImageGenerationRequest",
@@ -75,6 +76,12 @@ class ArtifactInput(
 ReferenceInput = UrlInput | DataUriInput | ArtifactInput
 
 
+class CallbackRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Where to deliver the task when it ends (docs/api.md, "Callbacks")."""
+
+    url: Annotated[str, _doc(minLength=1, maxLength=2048, examples=["https://example.com/hooks"])]
+
+
 class _Create(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     model: Annotated[str, _doc(minLength=1, examples=["auto"])]
     prompt: Annotated[str, _doc(minLength=1, maxLength=MAX_PROMPT)]
@@ -94,6 +101,7 @@ class _Create(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             allOf=[{"additionalProperties": {"type": "object"}}],
         ),
     ] = {}
+    callback: CallbackRequest | None = None
 
 
 class ImageGenerationRequest(_Create, kw_only=True, forbid_unknown_fields=True):

@@ -16,7 +16,6 @@ PLANNED_PATHS = {
     "/v1/realtime": "realtime",
     "/v1/realtime/sessions": "realtime",
     "/v1/uploads/resumable": "resumable uploads",
-    "/v1/callbacks": "callbacks",
 }
 
 

@@ -83,14 +83,17 @@ class TaskBilling(_Closed):
 
 
 class TaskCallback(_Closed):
-    """Customer callbacks are Planned: nothing is delivered yet."""
+    """The task's callback (`callback: {url}` on its create; all null without one) and its
+    delivery: `pending` until the task ends and its first attempt is made, then `delivered`,
+    `retrying` (again at `next_attempt_at`), `failed` or `disabled` (the receiver answered
+    410)."""
 
     url: str | None
-    status: str | None
+    status: Literal["pending", "delivered", "retrying", "failed", "disabled"] | None
     attempt_count: int
     delivered_at: Timestamp | None
     last_error: str | None
-    release_label: Literal["Planned"]
+    next_attempt_at: Timestamp | None
 
 
 class TaskLinks(_Closed):

@@ -17,6 +17,12 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from gateway.store.callbacks import (
+    CallbackAttempt,
+    CallbackSecrets,
+    CallbackStatus,
+    TaskCallback,
+)
 from gateway.store.records import (
     Admission,
     AdmissionOutcome,
@@ -61,6 +67,9 @@ __all__ = [
     "ArtifactKind",
     "ArtifactRecord",
     "Call",
+    "CallbackAttempt",
+    "CallbackSecrets",
+    "CallbackStatus",
     "IdempotencyClaim",
     "ItemOrder",
     "ItemsPage",
@@ -75,6 +84,7 @@ __all__ = [
     "StoredReply",
     "StoredResponse",
     "TaskAbandon",
+    "TaskCallback",
     "TaskConfirm",
     "TaskCreate",
     "TaskCreateOutcome",
@@ -311,4 +321,46 @@ class Store(Protocol):
     ) -> ItemsPage | None:
         """A page of the response's input items (`gateway.store.responses.page_items`); None
         when `get_response` would have given None."""
+        ...
+
+    # Task callbacks (see gateway/store/callbacks.py)
+    async def ensure_callback_secret(self, tenant: str, secret: str) -> CallbackSecrets:
+        """The tenant's signing secrets; `secret` becomes its secret when it has none yet
+        (one atomic step: concurrent first creates agree on one)."""
+        ...
+
+    async def rotate_callback_secret(
+        self, tenant: str, secret: str, *, grace_seconds: float
+    ) -> CallbackSecrets:
+        """`secret` replaces the tenant's secret, which is still sent for `grace_seconds`."""
+        ...
+
+    async def callback_secrets(self, tenant: str) -> CallbackSecrets | None: ...
+
+    async def claim_callbacks(self, *, lease_seconds: float, limit: int) -> list[TaskRecord]:
+        """Up to `limit` due deliveries (their task ended, their next attempt is due, no live
+        lease), each now under a new lease (`callback.lease_token`) for `lease_seconds`: until
+        it runs out, no other claim returns it."""
+        ...
+
+    async def record_callback_attempt(self, attempt: CallbackAttempt) -> TaskRecord | None:
+        """One attempt's outcome: `attempt_count` + 1, the status, and the schedule (again at
+        `next_attempt_at` when `retrying`, else off it; `failed` and `disabled` ones listed
+        by `failed_callbacks`). None, changing nothing, when the lease is no longer
+        `attempt.lease_token`'s (it ran out and another claim took it) or the task is gone."""
+        ...
+
+    async def redeliver_callback(self, tenant: str, task_id: str) -> TaskRecord | None:
+        """One more attempt of an ended task's callback, due now, with the same id (a
+        delivered, failed or disabled one: once, a failure is final; one still scheduled:
+        due now unless an attempt is under way). A task without a callback, or not ended,
+        is returned unchanged; None when unknown or another tenant's."""
+        ...
+
+    async def failed_callbacks(self, *, limit: int) -> list[TaskRecord]:
+        """Tasks whose callback ended `failed` or `disabled`, most recent first."""
+        ...
+
+    async def callback_backlog(self) -> int:
+        """Deliveries scheduled and not yet delivered, failed or disabled (a metric)."""
         ...

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from gateway.store.callbacks import TaskCallback
 from gateway.store.records import IdempotencyClaim, RateLimits, RateState
 
 __all__ = [
@@ -105,6 +106,8 @@ class TaskRecord(msgspec.Struct, kw_only=True, frozen=True):
     attempts: int = 0
     worker_id: str | None = None
     lease_until: float | None = None
+    callback: TaskCallback | None = None
+    """Set when the create asked for one (`gateway.store.callbacks`)."""
 
 
 class TaskCreate(msgspec.Struct, kw_only=True, frozen=True):
@@ -131,6 +134,8 @@ class TaskCreate(msgspec.Struct, kw_only=True, frozen=True):
     hold_seconds: int = 900
     """How long the price stays held if the task is never confirmed (a gateway that died
     between the two steps): its record goes too, by `Store.abandon_unconfirmed`."""
+    callback: TaskCallback | None = None
+    """The callback to deliver when the task ends (status `pending`, not scheduled yet)."""
 
 
 class TaskCreateOutcome(enum.Enum):

@@ -24,6 +24,8 @@ from gateway.artifacts.service import ArtifactService
 from gateway.auth import Caller
 from gateway.billing.money import format_credits
 from gateway.billing.pricing import media_unit_price
+from gateway.callbacks.signing import new_secret
+from gateway.callbacks.urls import CallbackPolicy, check_callback_url
 from gateway.errors import (
     ErrorDetail,
     GatewayError,
@@ -35,7 +37,7 @@ from gateway.errors import (
     StoreUnavailable,
     ValidationFailed,
 )
-from gateway.ids import new_task_id
+from gateway.ids import new_callback_id, new_task_id
 from gateway.metrics import DisabledMetrics, Metrics
 from gateway.routing.options import namespace_problems
 from gateway.routing.resolver import NO_NEEDS, Choice, Route, Router
@@ -49,6 +51,7 @@ from gateway.store.base import (
     RateState,
     Store,
     TaskAbandon,
+    TaskCallback,
     TaskConfirm,
     TaskCreate,
     TaskCreateOutcome,
@@ -83,8 +86,10 @@ class TaskService:
         *,
         hold_seconds: int = 900,
         metrics: Metrics | None = None,
+        callback_policy: CallbackPolicy | None = None,
     ) -> None:
         self._store = store
+        self._callback_policy = callback_policy or CallbackPolicy()
         self._router = router
         self._artifacts = artifacts
         self._finisher = finisher
@@ -110,6 +115,7 @@ class TaskService:
         if problems:
             raise _invalid(problems)
         tenant = caller.tenant.name
+        callback = await self._callback(tenant, request)
         claim = claim_for(
             tenant=tenant,
             method="POST",
@@ -142,6 +148,7 @@ class TaskService:
                     idempotency=claim,
                     reply_ttl_seconds=_IDEMPOTENCY_TTL_SECONDS,
                     hold_seconds=self._hold_seconds,
+                    callback=callback,
                 )
             )
         except (StoreUnavailable, asyncio.CancelledError):
@@ -191,6 +198,16 @@ class TaskService:
             raise _invalid([ErrorDetail(field="model", message=exc.message)]) from exc
         route = next((r for r in choice.routes if not r.breaker.refuses()), choice.routes[0])
         return choice, route
+
+    async def _callback(self, tenant: str, request: MediaRequest) -> TaskCallback | None:
+        """The create's callback, its URL checked; the tenant's signing secret is made with
+        its first one."""
+        if request.callback is None:
+            return None
+        url = request.callback.url
+        check_callback_url(url, self._callback_policy)
+        await self._store.ensure_callback_secret(tenant, new_secret())
+        return TaskCallback(url=url, callback_id=new_callback_id())
 
     async def _references(self, tenant: str, request: MediaRequest) -> list[CheckedReference]:
         """Every reference checked, in the order the request gives them; nothing written."""
@@ -250,6 +267,7 @@ def _echo(request: MediaRequest, references: list[CheckedReference]) -> dict[str
     artifacts as artifact ids (URLs stay until the worker fetches them)."""
     echo: dict[str, Any] = msgspec.to_builtins(request)
     echo.pop("metadata", None)
+    echo.pop("callback", None)  # (the task's `callback` object shows it)
     shown = iter(reference.echo for reference in references)
     if isinstance(request, ImageToImageRequest):
         echo["image"] = next(shown)

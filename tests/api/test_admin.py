@@ -38,6 +38,9 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
     ("GET", "/admin/v1/usage", None),
     ("GET", "/admin/v1/tasks", None),
     ("GET", "/admin/v1/routing", None),
+    ("POST", "/admin/v1/tenants/default/callback-secret", None),
+    ("POST", "/admin/v1/tasks/task_x/callback/redeliver", None),
+    ("GET", "/admin/v1/callbacks/failed", None),
 ]
 
 

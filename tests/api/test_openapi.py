@@ -46,7 +46,7 @@ EXCLUDED = {
 }
 """Besides these, the Planned paths (501) are left out: the spec's public description lists
 only callable endpoints."""
-PLANNED_PREFIXES = ("/v1/audio/", "/v1/video", "/v1/realtime", "/v1/callbacks")
+PLANNED_PREFIXES = ("/v1/audio/", "/v1/video", "/v1/realtime")
 PLANNED = {"/v1/uploads/resumable"}
 RELEASES = {  # the spec's labels
     "/v1/chat/completions": "Available",
@@ -371,6 +371,24 @@ async def _record(gw: InProcessApp) -> list[Recorded]:
     await call("GET", "/admin/v1/tasks", "/admin/v1/tasks?limit=%C2%B2", headers=admin)
     await call("GET", "/admin/v1/routing", headers=admin)
     await call("GET", "/admin/v1/routing", headers=auth)
+    secret = "/admin/v1/tenants/{tenant}/callback-secret"
+    await call("POST", secret, "/admin/v1/tenants/default/callback-secret", headers=admin)
+    await call("POST", secret, "/admin/v1/tenants/nope/callback-secret", headers=admin)
+    hooked = await call(
+        "POST",
+        "/v1/images/generations",
+        json={"model": "auto", "prompt": "x", "callback": {"url": "https://hooks.example/in"}},
+        headers=auth,
+    )
+    hooked_id = hooked.json()["task_id"]
+    await call("POST", "/v1/tasks/{task_id}/cancel", f"/v1/tasks/{hooked_id}/cancel", headers=auth)
+    redeliver = "/admin/v1/tasks/{task_id}/callback/redeliver"
+    await call("POST", redeliver, f"/admin/v1/tasks/{hooked_id}/callback/redeliver", headers=admin)
+    await call("POST", redeliver, "/admin/v1/tasks/task_nope/callback/redeliver", headers=admin)
+    await call("GET", "/admin/v1/callbacks/failed", headers=admin)
+    await call(
+        "GET", "/admin/v1/callbacks/failed", "/admin/v1/callbacks/failed?limit=0", headers=admin
+    )
     return out
 
 

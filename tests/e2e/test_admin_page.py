@@ -27,6 +27,7 @@ from selenium.webdriver.support.wait import WebDriverWait
 
 from tests.e2e.media_support import post_task, root_of, wait_for_task
 from tests.support.gateway_process import ROOT, GatewayProcess, start_gateway
+from tests.support.waiting import wait_until
 
 # A tenant whose id is markup: the page must show it as text and build no element from it.
 XSS_TENANT = '<img src=x id=xss-probe><script>window.pwned=1</script>"&'
@@ -187,6 +188,20 @@ def _full_page_screenshot(driver: Any, path: Path) -> None:
     driver.set_window_size(1400, 1000)
 
 
+def _failed_callback(root: str, api_key: str) -> str:
+    """A task whose callback failed (its host resolves to loopback, which callbacks may not
+    reach): its id, once the failure is recorded."""
+    with httpx.Client(base_url=root, headers={"Authorization": f"Bearer {api_key}"}) as api:
+        body = {"model": "auto", "prompt": "a fox", "callback": {"url": "https://localhost:9/in"}}
+        task_id = str(post_task(api, "/v1/images/generations", body)["task_id"])
+        wait_until(
+            lambda: api.get(f"/v1/tasks/{task_id}").json()["callback"]["status"],
+            lambda status: status == "failed",
+            what="the callback's failure",
+        )
+    return task_id
+
+
 def _some_usage(root: str, api_key: str) -> tuple[str, str, str]:
     """One chat call and one finished image task, for the spend and task tables: the task's id
     and status, and the tenant's balance after both."""
@@ -210,6 +225,7 @@ def test_admin_page_shows_tenants_keys_usage_and_revokes_a_key(
     assert gateway.api_key, "serve printed no key"
     gateway.grant(XSS_TENANT, "25.5")
     second_key = gateway.new_key("default")
+    hooked_id = _failed_callback(root, gateway.api_key)
     task_id, task_status, balance = _some_usage(root, gateway.api_key)
     assert task_status == "succeeded"
 
@@ -248,10 +264,18 @@ def test_admin_page_shows_tenants_keys_usage_and_revokes_a_key(
 
     spend = _rows(browser, "spend")
     assert any(r["Tenant"] == "default" and r["Model"] == "sim-chat-1" for r in spend), spend
-    assert any(r["Model"] == "image-model-2" and r["Tasks"] == "1" for r in spend), spend
+    assert any(r["Model"] == "image-model-2" and r["Tasks"] == "2" for r in spend), spend
     tasks = {row["Task id"]: row for row in _rows(browser, "tasks")}
     assert tasks[task_id]["Status"] == "succeeded"
     assert tasks[task_id]["Model"] == "image-model-2"
+    (failed,) = _rows(browser, "callbacks")
+    assert (failed["Task id"], failed["Tenant"], failed["Status"]) == (
+        hooked_id,
+        "default",
+        "failed",
+    )
+    assert failed["URL"] == "https://localhost:9/in" and failed["Attempts"] == "1"
+    assert "may not reach" in failed["Last error"]
     routing = {row["Model"]: row for row in _rows(browser, "routing")}
     assert routing["sim-chat-1"]["Provider"] == "sim"
     assert routing["image-model-2"]["Capabilities"] == "text_to_image"

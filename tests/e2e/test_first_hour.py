@@ -282,7 +282,8 @@ def test_the_first_hour_on_the_embedded_store(newcomer: Callable[[str], Newcomer
     _installed(session, start[0])
 
     # The Python examples, with the key serve printed.
-    sdk_example, agents_example, task_client_example = python_blocks("README.md")
+    # (the callback receiver is a handler to paste into an app: nothing to run alone)
+    sdk_example, _receiver, agents_example, task_client_example = python_blocks("README.md")
     script = session.workdir / "hello.py"
     script.write_text(session.rewrite(sdk_example))
     said = session.run(f".venv/bin/python {script}").stdout.splitlines()

@@ -302,3 +302,17 @@ requests_per_minute = "many"
         "models[0].id",
         "models[1].provider",
     ]  # models[2] only echoes its provider's error: not repeated
+
+
+def test_callback_keys_are_read_and_a_bad_network_is_named(tmp_path: Path) -> None:
+    keys = '[gateway]\ncallback_allowed_networks = ["10.2.0.0/16"]\ncallback_retry_seconds = [1]\n'
+    config = load_config(write(tmp_path, keys + BASE))
+    assert config.file.gateway.callback_allowed_networks == ["10.2.0.0/16"]
+    assert config.file.gateway.callback_retry_seconds == [1.0]
+    assert load_config(write(tmp_path, BASE)).file.gateway.callback_retry_seconds == []
+    bad = '[gateway]\ncallback_allowed_networks = ["10.2.0.1/16"]\n'
+    with pytest.raises(ConfigError, match=r"gateway\.callback_allowed_networks\[0\]: not an IP"):
+        load_config(write(tmp_path, bad + BASE))
+    negative = "[gateway]\ncallback_retry_seconds = [-1]\n"
+    with pytest.raises(ConfigError, match=r"callback_retry_seconds"):
+        load_config(write(tmp_path, negative + BASE))

@@ -209,6 +209,18 @@
     return tr;
   }
 
+  function callbackRow(item) {
+    return row([
+      cell(item.task_id, "mono"),
+      cell(item.tenant),
+      cell(item.url, "small"),
+      cell(item.status, `status status-${String(item.status).replace(/[^a-z_]/g, "")}`),
+      cell(item.attempt_count, NUM),
+      cell(item.last_error, "small"),
+      timeCell(item.finished_at),
+    ]);
+  }
+
   const SHOWN_MODEL_FIELDS = new Set(["id", "capabilities", "provider"]);
 
   function modelRow(model) {
@@ -254,6 +266,11 @@
     fill("tasks", page.data, taskRow, status ? `No ${status} tasks.` : "No tasks yet.");
   }
 
+  async function loadCallbacks() {
+    const page = await api("/callbacks/failed");
+    fill("callbacks", page.data, callbackRow, "No failed callbacks.");
+  }
+
   async function loadRouting() {
     const routing = await api("/routing");
     $("routing-caption").textContent =
@@ -282,7 +299,7 @@
 
   async function loadAll() {
     setStatus("Loading…");
-    const ok = await run([loadTenants, loadKeys, loadSpend, loadTasks, loadRouting]);
+    const ok = await run([loadTenants, loadKeys, loadSpend, loadTasks, loadCallbacks, loadRouting]);
     if (ok) {
       showSignedIn();
       setStatus(`Updated ${new Date().toLocaleTimeString()}`);

@@ -11,11 +11,14 @@ from typing import Any
 
 from gateway.api.openapi.doc import OperationDoc
 from gateway.schemas.admin import (
+    AdminCallback,
     AdminKey,
     AdminKeyList,
     AdminTaskList,
+    CallbackSecret,
     CreatedKey,
     Entry,
+    FailedCallbackList,
     LedgerEntryRequest,
     NewKeyRequest,
     RoutingView,
@@ -113,4 +116,25 @@ ADMIN_DOCS: dict[tuple[str, str], OperationDoc] = {
         },
     ),
     ("GET", f"{_BASE}/routing"): _admin("The routing table and breakers", {200: RoutingView}),
+    ("POST", f"{_BASE}/tenants/{{tenant}}/callback-secret"): _admin(
+        "Rotate a tenant's callback signing secret",
+        {201: CallbackSecret},
+        errors=(404,),
+        description="A new `whsec_` secret; for 24 hours every delivery is signed with it and "
+        "with the one it replaced.",
+    ),
+    ("POST", f"{_BASE}/tasks/{{task_id}}/callback/redeliver"): _admin(
+        "Redeliver a task's callback",
+        {200: AdminCallback},
+        errors=(404, 422),
+        query={"tenant": {"type": "string"}},
+        description="One more attempt, due now, with the same `webhook-id` (a failure of it "
+        "is final); 422 when the task has no callback or has not ended.",
+    ),
+    ("GET", f"{_BASE}/callbacks/failed"): _admin(
+        "Failed task callbacks",
+        {200: FailedCallbackList},
+        errors=(422,),
+        query={"limit": _or_empty({**_LIMIT, "maximum": 200, "default": 50})},
+    ),
 }

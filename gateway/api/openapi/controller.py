@@ -43,7 +43,7 @@ request the HTTP parser cannot read 400 `invalid_request`, all in the envelope.
 
 Release labels (`x-release` on each operation): **Available** is a public contract;
 **Preview** is callable but may still change. Planned capabilities (video, audio and speech,
-realtime, resumable uploads, callbacks) are not callable and not described here:
+realtime, resumable uploads) are not callable and not described here:
 their paths answer 501 `not_implemented`.
 """
 

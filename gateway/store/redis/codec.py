@@ -23,11 +23,13 @@ from gateway.store.base import (
     RateLimits,
     StoredReply,
 )
+from gateway.store.callbacks import TaskCallback
 from gateway.store.tasks import TaskRecord
 
 __all__ = [
     "KEY_FIELDS",
     "admission_result",
+    "callback_fields",
     "decode_entry",
     "decode_task",
     "encode_reply",
@@ -65,6 +67,8 @@ _blob = msgspec.msgpack.Decoder()
 _BLOBS = frozenset(("input", "metadata", "output", "error", "usage", "warnings"))
 _PROGRESS = ("percent", "stage", "message")
 _INTERNAL = frozenset(("seq", "entry", "unconfirmed", "idem"))
+_CALLBACK = "cb_"
+"""The prefix of a task callback's fields in the task hash (`TaskCallback`'s names)."""
 
 
 def encode_reply(reply: StoredReply) -> bytes:
@@ -137,5 +141,21 @@ def decode_task(raw: Sequence[bytes] | Mapping[bytes, bytes]) -> TaskRecord | No
         elif key not in _INTERNAL:
             fields[key] = value.decode()
     fields["progress"] = {name: fields.pop(name) for name in _PROGRESS}
+    callback = {
+        name[len(_CALLBACK) :]: fields.pop(name)
+        for name in [n for n in fields if n.startswith(_CALLBACK)]
+    }
+    if callback:
+        fields["callback"] = callback
     # Non-strict: the numbers are strings in the hash; everything else is checked as usual.
     return msgspec.convert(fields, TaskRecord, strict=False)
+
+
+def callback_fields(callback: TaskCallback) -> list[str]:
+    """A callback as field, value pairs of its task hash (None and False fields left out)."""
+    pairs: list[str] = []
+    for name, value in msgspec.structs.asdict(callback).items():
+        if value is None or value is False:
+            continue
+        pairs += [_CALLBACK + name, "1" if value is True else str(value)]
+    return pairs

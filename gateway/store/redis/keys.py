@@ -45,6 +45,10 @@ Tenant scope (``{p}{t:<tenant>}:`` then):
                                         an ended task expires (the retention sweep)
     response:{response_id}      string  a stored Responses API response (msgpack
                                         StoredResponse, redis/responses.py)  TTL: its retention
+    callbacks_due               zset    task_id by when its callback's next attempt is due (or
+                                        its attempt's lease ends); the delivery schedule
+    callbacks_failed            zset    task_id by when its callback failed or was disabled
+    callback_secret             hash    secret, created_at, previous?, previous_until?
 
 Queue shard scope (``{p}{q<n>.<k>.<j>}:`` then):
 
@@ -243,6 +247,15 @@ class RedisKeys:
 
     def response(self, tenant: str, response_id: str) -> str:
         return f"{self.tenant_scope(tenant)}response:{response_id}"
+
+    def callbacks_due(self, tenant: str) -> str:
+        return f"{self.tenant_scope(tenant)}callbacks_due"
+
+    def callbacks_failed(self, tenant: str) -> str:
+        return f"{self.tenant_scope(tenant)}callbacks_failed"
+
+    def callback_secret(self, tenant: str) -> str:
+        return f"{self.tenant_scope(tenant)}callback_secret"
 
     def task_pattern(self) -> str:
         """A SCAN pattern of every `task(tenant, id)` (the prefix's glob characters escaped)."""

@@ -38,7 +38,17 @@ PIPELINED = (
 )
 """Run through the pipelined client: sent once, answered or timed out, never resent."""
 
-REGISTERED = ("wallet", "ledger", "ledger_range", "task_touch", "task_reindex")
+REGISTERED = (
+    "wallet",
+    "ledger",
+    "ledger_range",
+    "task_touch",
+    "task_reindex",
+    "task_callback_claim",
+    "task_callback_record",
+    "task_callback_redeliver",
+    "callback_secret",
+)
 """Run through redis-py: reads, and steps whose loss a later one repairs."""
 
 Source = Callable[[str], str]
@@ -87,6 +97,10 @@ class Scripts:
     ledger_range: AsyncScript
     task_touch: AsyncScript
     task_reindex: AsyncScript
+    task_callback_claim: AsyncScript
+    task_callback_record: AsyncScript
+    task_callback_redeliver: AsyncScript
+    callback_secret: AsyncScript
 
     def __init__(self, client: Redis | RedisCluster, source: Source = script_source) -> None:
         for name in REGISTERED:

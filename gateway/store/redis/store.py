@@ -17,6 +17,7 @@ from redis.commands.core import AsyncScript
 from gateway.store.redis.admission import RedisAdmissionArea
 from gateway.store.redis.api_keys import RedisKeyArea
 from gateway.store.redis.artifacts import RedisArtifactArea
+from gateway.store.redis.callbacks import RedisCallbackArea
 from gateway.store.redis.connect import Connections
 from gateway.store.redis.errors import store_errors
 from gateway.store.redis.keys import RedisKeys
@@ -42,6 +43,7 @@ class RedisStore(
     RedisTaskQueueUpkeepArea,
     RedisTaskIndexArea,
     RedisArtifactArea,
+    RedisCallbackArea,
     RedisResponseArea,
 ):
     """The `gateway.store.base.Store` on Redis.
@@ -85,6 +87,7 @@ class RedisStore(
         self._registered = Registrations()
         self._unconfirmed_walk, self._sweep_walk = TenantWalk(), TenantWalk()
         self._reconcile_walk = TenantWalk()
+        self._callback_walk = TenantWalk()
         self._groups: set[int] = set()
         self._turn = 0
         self._reclaim_after = 0.0

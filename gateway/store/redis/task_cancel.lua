@@ -2,10 +2,12 @@
 -- released, nothing was charged); running -> cancel_requested_at (the first time); terminal ->
 -- unchanged.
 -- KEYS: task, holds, hold_expiry, unconfirmed, tasks, open, task_expiry, wallet, ledger,
---       ledger_order, then the 11 index zsets of `capability`
+--       ledger_order, then the 11 index zsets of `capability`,
+--       callbacks_due
 -- ARGV: tenant, refund_id, refund reason, hold_id, retention (ms), capability
 -- Returns {'ok', task fields} ({} when unknown or another's) or {'capability', the task's}.
 use_indexes(11, KEYS[7], ARGV[5])
+use_callbacks(KEYS[22])
 local st = redis.call('HMGET', TASK, 'status', 'tenant', 'price_units', 'cancel_requested_at',
   'unconfirmed', 'task_id', 'capability')
 if not st[1] or st[2] ~= ARGV[1] then return {'ok', {}} end

@@ -3,12 +3,13 @@
 -- fails with a full refund instead. The entry was read in another slot: this step alone
 -- decides whether the claim is valid (a duplicate or stale entry finds the task busy or gone).
 -- KEYS: task, open, task_expiry, wallet, ledger, ledger_order, then the 11 index zsets of
---       `capability`
+--       `capability`, callbacks_due
 -- ARGV: worker, lease_seconds, max_attempts, refund_id, refund reason, error (msgpack),
 --       retention (ms), capability, recheck_seconds
 -- Returns {'claimed', task fields}, {'failed'}, {'busy', ms left of the lease}, {'gone'}
 -- (unknown, unconfirmed or terminal: the entry can go) or {'capability', the task's}.
 use_indexes(7, KEYS[3], ARGV[7])
+use_callbacks(KEYS[18])
 local st = redis.call('HMGET', TASK, 'status', 'lease_until', 'attempts', 'started_at',
   'task_id', 'price_units', 'unconfirmed', 'capability')
 if not st[1] or TERMINAL[st[1]] or st[7] then return {'gone'} end

@@ -51,6 +51,14 @@ local function index_move(from, to)
   end
 end
 
+-- Task callbacks: a script that may end a task declares its tenant's `callbacks_due` zset (the
+-- delivery schedule) with `use_callbacks`, so `finish` schedules the callback of a task that has
+-- one, due now, in the same step (the hash's `cb_*` fields are the callback's state).
+local CB_DUE
+local function use_callbacks(key)
+  CB_DUE = key
+end
+
 -- A confirmed task enters the listing: its tenant's zset and the indexes of `status`.
 local function list_task(tenant_tasks, status)
   local t = redis.call('HMGET', TASK, 'task_id', 'seq')
@@ -78,6 +86,10 @@ local function finish(status, refund, refund_id, reason, extra, money, open)
   end
   for i = 1, #extra do fields[#fields + 1] = extra[i] end
   redis.call('HSET', TASK, unpack(fields))
+  if redis.call('HEXISTS', TASK, 'cb_url') == 1 then
+    redis.call('HSET', TASK, 'cb_status', 'pending', 'cb_next_attempt_at', NOW)
+    redis.call('ZADD', CB_DUE, NOW, t[1])
+  end
   index_move(t[4], status)
   retain_for(status, IX.ms)
   if refund > 0 and redis.call('HEXISTS', money[2], refund_id) == 0 then

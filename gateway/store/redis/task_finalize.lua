@@ -1,12 +1,13 @@
 -- task_finalize: the terminal state and the refund, once per task; a terminal task is returned
 -- unchanged, whatever this call says.
 -- KEYS: task, open, task_expiry, wallet, ledger, ledger_order, then the 11 index zsets of
---       `capability`
+--       `capability`, callbacks_due
 -- ARGV: status, refund_units, refund_id, reason, output, usage, warnings (msgpack),
 --       has_error (0/1), error (msgpack), retention (ms), capability
 -- Returns {'ok', task fields}, {'unknown'}, {'unconfirmed'}, {'too_much', price} or
 -- {'capability', the task's}.
 use_indexes(7, KEYS[3], ARGV[10])
+use_callbacks(KEYS[18])
 local st = redis.call('HMGET', TASK, 'status', 'price_units', 'unconfirmed', 'capability')
 if not st[1] then return {'unknown'} end
 if st[3] then return {'unconfirmed'} end  -- never charged nor claimed: nothing to end

@@ -183,6 +183,7 @@ class RedisTaskQueueArea:
                     k.task_expiry(tenant_name),
                     *k.money(tenant_name),
                     *k.task_index_block(tenant_name, capability),
+                    k.callbacks_due(tenant_name),
                 ),
                 (
                     worker_id,

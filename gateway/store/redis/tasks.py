@@ -24,8 +24,8 @@ from redis.commands.core import AsyncScript
 
 from gateway.store import buckets
 from gateway.store.ledger_ids import debit_id, hold_id, refund_id
+from gateway.store.redis.codec import callback_fields, text
 from gateway.store.redis.codec import decode_task as _task
-from gateway.store.redis.codec import text
 from gateway.store.redis.errors import store_errors
 from gateway.store.redis.keys import RedisKeys
 from gateway.store.redis.tenants import Registrations, TenantWalk
@@ -94,6 +94,8 @@ class RedisTaskArea:
         static = [f for name in _STATIC for f in (name, getattr(c, name))]
         static += ["resolved_model", c.resolved_model, "price_units", c.price_units]
         static += ["input", _encoder.encode(c.input), "metadata", _encoder.encode(c.metadata)]
+        if c.callback is not None:
+            static += callback_fields(c.callback)
         keys = [
             k.task(c.tenant, c.task_id),
             k.rate(c.tenant, c.api_key_id),
@@ -252,7 +254,7 @@ class RedisTaskArea:
         def cancel_with(capability: str) -> Awaitable[Any]:
             return self._eval_hot(
                 "task_cancel",
-                k.task_lists_and_money(tenant, task_id, capability),
+                (*k.task_lists_and_money(tenant, task_id, capability), k.callbacks_due(tenant)),
                 (
                     tenant,
                     refund_id(task_id),
@@ -283,6 +285,7 @@ class RedisTaskArea:
                     k.task_expiry(tenant),
                     *k.money(tenant),
                     *k.task_index_block(tenant, capability),
+                    k.callbacks_due(tenant),
                 ),
                 (
                     f.status,

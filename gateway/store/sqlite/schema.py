@@ -35,7 +35,8 @@ Schema 4 added `ledger.model` (what a charge, debit or refund was for) and `api_
 Schema 5 added the `tasks_unconfirmed` index (two-step task creates), the listing indexes and
 `tasks.completed_at` (filled from the records of the tasks that had ended, so retention counts
 from when they did).
-Schema 6 only added `responses`: an older file is migrated by creating it.
+Schema 6 added `responses`, `callbacks` and `callback_secrets`: an older file is migrated by
+creating them.
 """
 
 from __future__ import annotations
@@ -128,6 +129,23 @@ _TABLES = (
         input_items BLOB NOT NULL,
         UNIQUE (tenant, response_id)
     )""",
+    # Task callbacks (schema 6): a row per delivery scheduled ('due', by when) or given up
+    # ('failed': failed or disabled, by when); a delivered one has no row.
+    """CREATE TABLE IF NOT EXISTS callbacks (
+        task_id TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL,
+        state TEXT NOT NULL,
+        due_at REAL NOT NULL
+    ) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS callbacks_due ON callbacks (due_at) WHERE state = 'due'",
+    "CREATE INDEX IF NOT EXISTS callbacks_failed ON callbacks (due_at) WHERE state = 'failed'",
+    """CREATE TABLE IF NOT EXISTS callback_secrets (
+        tenant TEXT PRIMARY KEY,
+        secret TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        previous TEXT,
+        previous_until REAL
+    ) WITHOUT ROWID""",
 )
 
 _ADDED_COLUMNS = (

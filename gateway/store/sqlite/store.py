@@ -37,6 +37,7 @@ from gateway.store.sqlite import ops
 from gateway.store.sqlite.admission import SqliteAdmissionArea
 from gateway.store.sqlite.api_keys import SqliteKeyArea
 from gateway.store.sqlite.artifacts import SqliteArtifactArea
+from gateway.store.sqlite.callbacks import SqliteCallbackArea
 from gateway.store.sqlite.checkpoint import Checkpointer, WalLimits
 from gateway.store.sqlite.errors import store_errors
 from gateway.store.sqlite.lock import claim_for_serving
@@ -64,6 +65,7 @@ class SqliteStore(
     SqliteTaskArea,
     SqliteTaskIndexArea,
     SqliteArtifactArea,
+    SqliteCallbackArea,
     SqliteResponseArea,
 ):
     """The `gateway.store.base.Store` on SQLite (stdlib sqlite3, WAL, one connection).

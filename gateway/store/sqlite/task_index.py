@@ -94,6 +94,10 @@ class SqliteTaskIndexArea:
                 " WHERE completed_at < ? ORDER BY completed_at LIMIT ?)",
                 (now - self._task_retention_seconds, limit),
             )
+            if cursor.rowcount:  # their callbacks' rows go too (a failed one's, mostly)
+                conn.execute(
+                    "DELETE FROM callbacks WHERE task_id NOT IN (SELECT task_id FROM tasks)"
+                )
             return cursor.rowcount
 
         await self._may_write()

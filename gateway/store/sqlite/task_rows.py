@@ -109,6 +109,7 @@ def create(
         price_units=c.price_units,
         progress=TaskProgress(),
         created_at=now,
+        callback=c.callback,
     )
     conn.execute(
         "INSERT INTO tasks (task_id, tenant, status, capability, record) VALUES (?, ?, ?, ?, ?)",
@@ -210,7 +211,8 @@ def finish(
     reason: str,
     **changes: Any,
 ) -> TaskRecord:
-    """Make a (non-terminal) task terminal and refund `refund` units, once per task."""
+    """Make a (non-terminal) task terminal and refund `refund` units, once per task; a task
+    with a callback has its delivery scheduled, due now."""
     percent = 100.0 if status == "succeeded" else task.progress.percent
     done = msgspec.structs.replace(
         task,
@@ -220,6 +222,16 @@ def finish(
         refunded_units=refund,
         **changes,
     )
+    if done.callback is not None:  # its delivery is scheduled in the same transaction
+        done = msgspec.structs.replace(
+            done,
+            callback=msgspec.structs.replace(done.callback, status="pending", next_attempt_at=now),
+        )
+        conn.execute(
+            "INSERT OR REPLACE INTO callbacks (task_id, tenant, state, due_at)"
+            " VALUES (?, ?, 'due', ?)",
+            (task.task_id, task.tenant, now),
+        )
     if refund > 0:
         ops.append_entry(
             conn,
