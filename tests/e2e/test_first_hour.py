@@ -38,6 +38,7 @@ from tests.support.s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 from tests.support.waiting import wait_until
 
 DOCS = ("README.md", "docs/deploy.md")
+_CLAUDE_CODE = "an interactive Claude Code session (tests/e2e/test_claude_code.py runs it with -p)"
 NOT_RUN = {
     "python3 -m venv .venv && .venv/bin/pip install -e '.[dev]' && .venv/bin/python -m pytest": (
         "the whole test suite, this test included: CI runs it"
@@ -56,6 +57,12 @@ NOT_RUN = {
     "GATEWAY_STORE_URL=redis://redis:6379/0 gateway serve --processes 4": (
         "the Redis recipe above runs `gateway serve --processes 4` on Redis, with the same store"
     ),
+    # README's Claude Code block: an interactive session; tests/e2e/test_claude_code.py runs
+    # the pinned release with these variables under `-p` against the embedded default.
+    "export ANTHROPIC_BASE_URL=http://127.0.0.1:8080": _CLAUDE_CODE,
+    "export ANTHROPIC_API_KEY=$KEY": _CLAUDE_CODE,
+    "export ANTHROPIC_DEFAULT_HAIKU_MODEL=sim-chat-1": _CLAUDE_CODE,
+    "claude --model auto": _CLAUDE_CODE,
 }
 INSTALLS = {
     "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/gateway serve",
@@ -277,7 +284,7 @@ def test_the_first_hour_on_the_embedded_store(newcomer: Callable[[str], Newcomer
     """README's quick start, its first requests (curl, the openai SDK, the task client and
     `gateway tasks`), and docs/deploy.md's one-process recipe."""
     readme = documented_commands("README.md")
-    start, curl, _cli, tasks, _developing = readme
+    start, curl, _claude, _cli, tasks, _developing = readme
     session = newcomer("readme")
     _installed(session, start[0])
 
@@ -410,7 +417,7 @@ def test_the_first_hour_on_redis(
     assert bucket == "bucket"
     _check_redis_settings(redis_server)
 
-    cli = documented_commands("README.md")[2]
+    cli = documented_commands("README.md")[3]
     _readme_cli(session, cli, port)
 
 
@@ -553,10 +560,10 @@ def test_every_documented_command_is_run_or_said_why_not() -> None:
     """A command added to the docs needs its check in this file (or a reason in NOT_RUN)."""
     readme = documented_commands("README.md")
     deploy = documented_commands("docs/deploy.md")
-    assert len(readme) == 5 and len(deploy) == 4, "a code block was added or removed"
-    start, curl, cli, tasks, developing = readme
+    assert len(readme) == 6 and len(deploy) == 4, "a code block was added or removed"
+    start, curl, claude, cli, tasks, developing = readme
     run = {start[0].text} | {c.text for c in curl + cli + tasks + deploy[0] + deploy[2]}
-    not_run = {start[1].text} | {c.text for c in developing + deploy[1] + deploy[3]}
+    not_run = {start[1].text} | {c.text for c in claude + developing + deploy[1] + deploy[3]}
     assert not run & not_run
     assert not_run == set(NOT_RUN), not_run ^ set(NOT_RUN)
     for command in every_command():
@@ -572,7 +579,7 @@ def test_the_docs_commands_are_parsed_whole() -> None:
     assert curl[0].text.startswith("curl -s http://127.0.0.1:8080/v1/images/generations -H")
     assert curl[0].text.endswith('"n": 2}\'')
     assert curl[0].comment.startswith("202 ")
-    cli = documented_commands("README.md")[2]
+    cli = documented_commands("README.md")[3]
     assert (cli[3].text, cli[3].comment) == (
         "gateway keys create --tenant default",
         "prints only the new key, once",
