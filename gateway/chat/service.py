@@ -68,13 +68,7 @@ from gateway.chat.plan import (
     options_problems,
     plan_call,
 )
-from gateway.chat.route_report import (
-    all_open,
-    call_failure,
-    log_upstream_failure,
-    refuse_if_all_open,
-    route_taken,
-)
+from gateway.chat.route_report import refuse_if_all_open, route_taken
 from gateway.chat.streaming import StreamJob
 from gateway.chat.usage import Charge, output_limit
 from gateway.chat.validation import check_chat_request
@@ -82,6 +76,7 @@ from gateway.errors import InvalidRequest, StoreUnavailable, fields_message
 from gateway.logging import get_logger
 from gateway.metrics import DisabledMetrics, Metrics
 from gateway.routing.fallback import RouteNote, failure_reason, falls_back, retry_delay
+from gateway.routing.report import all_open, call_failure, log_upstream_failure
 from gateway.routing.resolver import NO_NEEDS, Choice, Route, Router
 from gateway.routing.upstream_errors import as_gateway_error
 from gateway.schemas.chat import ChatRequest
@@ -337,7 +332,7 @@ class ChatService:
                         breaker.abandon()
                     log_upstream_failure(route, exc, fallback=False)
                     await self._finisher.release(Release(call=call))
-                    error = call_failure(exc, plan, route, failed, answered=True)
+                    error = call_failure(exc, plan.choice, route, failed, answered=True)
                     error.upstream_seconds = waited
                     raise error from exc
                 breaker.failed()
@@ -405,9 +400,9 @@ class ChatService:
             )
         await self._finisher.release(Release(call=call))
         if last is None:
-            raise all_open(plan, failed)
+            raise all_open(plan.choice, failed, plan.routes)
         failed_route, cause = last
-        error = call_failure(cause, plan, failed_route, failed, answered=False)
+        error = call_failure(cause, plan.choice, failed_route, failed, answered=False)
         error.upstream_seconds = waited
         raise error from cause
 

@@ -27,13 +27,7 @@ from gateway.admission.idempotency import claim_for
 from gateway.auth import Caller
 from gateway.billing.pricing import ChatPrice
 from gateway.embeddings.answer import embeddings_answer
-from gateway.embeddings.route_report import (
-    PINNED,
-    all_open,
-    call_failure,
-    log_upstream_failure,
-    too_poor,
-)
+from gateway.embeddings.route_report import too_poor
 from gateway.embeddings.validation import EmbeddingInputs, check_embeddings_request
 from gateway.errors import (
     InsufficientCredits,
@@ -49,6 +43,7 @@ from gateway.routing.fallback import (
     retry_delay,
     route_note,
 )
+from gateway.routing.report import PINNED, all_open, call_failure, log_upstream_failure
 from gateway.routing.resolver import Choice, ModelNotFound, Route, Router
 from gateway.routing.upstream_errors import as_gateway_error
 from gateway.schemas.embeddings import EmbeddingsRequest
