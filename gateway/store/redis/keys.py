@@ -31,7 +31,8 @@ Tenant scope (``{p}{t:<tenant>}:`` then):
     done:{call_id}              string  settled-or-released marker         TTL: 1 day
     keys                        zset    API key hash by created_at (list_keys)
     task:{task_id}              hash    the task's fields (redis/tasks.py); unconfirmed, idem
-                                        until confirmed; shard once queued
+                                        until confirmed; shard once queued; claim (the
+                                        token of its last claim, task_unclaim.lua's)
     task_fence:{task_id}        string  an abandoned create (a late one takes nothing)  TTL: 1 day
     task_seq                    string  the tenant's last task sequence number
     tasks                       zset    task_id by the tenant's creation sequence (listing)
