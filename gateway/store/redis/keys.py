@@ -286,6 +286,19 @@ class RedisKeys:
     def shard_tenants(self, shard: int) -> str:
         return f"{self.shard_scope(shard)}tenants"
 
+    def other_shard_key(self, key: str) -> str | None:
+        """What a queue shard's key of another shard count than this store's holds (its name
+        after the shard's scope: ``queue``, ``entries``, ``tenants``, ``reconcile``); None for
+        any other key, this count's shards included (`gateway store migrate` moves them)."""
+        head = f"{self.prefix}{{q"
+        if not key.startswith(head):
+            return None
+        tag, sep, rest = key[len(head) :].partition("}:")
+        count, dot, _ = tag.partition(".")
+        if not sep or not dot or not count.isdigit() or int(count) == self.shards:
+            return None
+        return rest
+
     def reconcile_lock(self, shard: int) -> str:
         return f"{self.shard_scope(shard)}reconcile"
 
