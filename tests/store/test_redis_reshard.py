@@ -5,8 +5,10 @@ count and deletes the old shards. On one real Redis and on the real local cluste
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -16,7 +18,10 @@ from gateway.store.redis.migrate import migrate_layout
 from tests.store.conftest import CALL_BOUND_SECONDS
 from tests.store.support import Run
 from tests.store.task_support import SHORT, balanced, create, lapse, made
+from tests.support import preloaded
+from tests.support.gateway_process import ROOT
 from tests.support.redis_cluster import LocalCluster
+from tests.support.redis_server import RedisServer
 
 TENANTS = [f"t{i}" for i in range(6)]  # spread over several shards of either count
 
@@ -92,3 +97,33 @@ def test_migrate_moves_queued_tasks_to_the_new_shard_count(
         "nothing to migrate: the store is in the current layout"
     ]
     assert not [k for k in keys() if b"{q16." in k]
+
+
+def test_the_command_moves_them(redis_binary: str, tmp_path: Path, run: Run) -> None:
+    """`gateway store migrate` as an operator runs it, with the new URL, on a Redis of its own
+    (the command's default prefix)."""
+    with RedisServer.running(redis_binary, tmp_path / "redis") as server:
+        before = RedisStore(f"{server.url}?shards=16")
+        after = RedisStore(f"{server.url}?shards=4")
+        run(before.open())
+        run(after.open())
+        try:
+            for tenant in TENANTS[:3]:
+                run(before.grant(tenant, 1_000, entry_id="g1", reason="top-up"))
+                made(before, run, create(f"{tenant}-task", tenant=tenant, price=250))
+            env = {
+                **os.environ,
+                "GATEWAY_DATA_DIR": str(tmp_path / "data"),
+                "GATEWAY_CONFIG": str(ROOT / "config" / "gateway.toml"),
+                "GATEWAY_STORE_URL": f"{server.url}?shards=4",
+            }
+            result = preloaded.run(["store", "migrate"], env=env, cwd=tmp_path)
+            assert result.returncode == 0, result.stderr
+            assert "moved queued_task: 3" in result.stdout.splitlines()
+            claimed = set()
+            while (task := run(after.claim_task("w-new", lease_seconds=30))) is not None:
+                claimed.add(task.task_id)
+            assert claimed == {f"{t}-task" for t in TENANTS[:3]}
+        finally:
+            run(before.close())
+            run(after.close())
