@@ -57,6 +57,24 @@ async def _check_blobs(settings: Settings) -> None:
     await close_blob_store(blobs)
 
 
+async def _check_shards(settings: Settings) -> None:
+    """A Redis store's task queue is in the URL's shard count (docs/store.md, "Changing the
+    shard count")."""
+    from gateway.store.redis import RedisStore
+    from gateway.store.redis.shard_count import shard_count_refusal
+
+    store = store_from_url(settings.resolved_store_url)
+    if not isinstance(store, RedisStore):
+        return
+    await store.open()
+    try:
+        refusal = await shard_count_refusal(store)
+    finally:
+        await store.close()
+    if refusal is not None:
+        raise StartupError(refusal)
+
+
 class StartupError(Exception):
     """A mistake found before serving: one line for the operator, exit code 2."""
 
@@ -67,6 +85,7 @@ def serve(settings: Settings, config: GatewayConfig) -> int:
     try:
         sockets = _checked_start(settings)
         asyncio.run(_check_blobs(settings))
+        asyncio.run(_check_shards(settings))
         key = asyncio.run(_bootstrap(settings, config)) if settings.embedded else None
         metrics = _prepare_processes(settings) if settings.processes > 1 else None
     except StartupError as exc:

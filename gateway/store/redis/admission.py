@@ -5,7 +5,11 @@ pipelined connection (`RedisStore._eval_hot`). The call's identity (`Call`) give
 all of its tenant (one hash slot): its API key's rate buckets, its tenant's holds and wallet,
 its idempotency scope and its `done:{call_id}` marker, which makes the token reconcile happen
 once and fences a late admission of a released call. A settlement that charges or keeps a
-reply is durable: answered once the store's replicas have it (docs/store.md, "Failover").
+reply is durable: answered once the store's replicas have it (docs/store.md, "Failover"); so
+is an admission with an idempotency claim, whose in-flight record (or the reply it replays)
+guards a charge: lost in a failover, the same key would run again; and the release of such a
+call, which frees the key: lost, the record would come back and refuse the key until its
+lease ends.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ class RedisAdmissionArea:
                 admission.min_hold_units,
                 admission.min_tokens_reserved,
             ),
+            durable=claim is not None,
         )
         return admission_result(res, limits)
 
@@ -128,4 +133,5 @@ class RedisAdmissionArea:
                 call_id,
                 DONE_TTL_SECONDS,
             ),
+            durable=claim is not None,
         )
