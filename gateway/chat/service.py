@@ -165,6 +165,7 @@ class ChatService:
                 call_id=new_call_id(dialect),
                 request_id=request_id,
                 limits=tenant.limits,
+                budget=caller.budget,
                 tokens_reserved=plan.tokens_reserved,
                 idempotency=claim_for(
                     tenant=tenant.name,
@@ -444,6 +445,7 @@ class ChatService:
         self._metrics.chat_charged(
             model, charge.units, charge.prompt_tokens, charge.completion_tokens
         )
+        self._metrics.key_charged(call.api_key_id, charge.units)
 
     def stream_ended(self, route: Route, chunks: int) -> None:
         """A stream is over, however it ended, having sent `chunks` content chunks."""
