@@ -38,6 +38,9 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
     with LocalCluster.running(
         binary, cli, tmp_path / "cluster", node_timeout_ms=30_000, durable=True
     ) as running:
+        # Setup writes wait for a replica starved by a busy machine up to 2 s rather than
+        # 250 ms: these tests check which calls a fault reaches, not a replica's speed.
+        running.url_options = "?wait_ms=2000"
         yield running
 
 
