@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from gateway.clock import Clock, wall
+from gateway.store.base import ApiKeyRecord
 from gateway.store.sqlite import ops
 from gateway.store.sqlite.admission import SqliteAdmissionArea
 from gateway.store.sqlite.api_keys import SqliteKeyArea
@@ -40,6 +41,7 @@ from gateway.store.sqlite.artifacts import SqliteArtifactArea
 from gateway.store.sqlite.callbacks import SqliteCallbackArea
 from gateway.store.sqlite.checkpoint import Checkpointer, WalLimits
 from gateway.store.sqlite.errors import store_errors
+from gateway.store.sqlite.key_cache import KeyCache
 from gateway.store.sqlite.lock import claim_for_serving
 from gateway.store.sqlite.memory import Memory
 from gateway.store.sqlite.responses import SqliteResponseArea
@@ -101,6 +103,7 @@ class SqliteStore(
         self._checkpointer: Checkpointer | None = None
         self._writes = 0
         self._mem = Memory()
+        self._keys: KeyCache[ApiKeyRecord] = KeyCache()
         self._next_sweep = 0.0
         self._lock: IO[bytes] | None = None
         self._writable: asyncio.Event | None = None
