@@ -84,18 +84,31 @@ def test_a_key_created_through_this_store_is_found_at_once(store: SqliteStore, r
 
 
 @dataclass(frozen=True)
+class _Settings:
+    expires_at: float | None = None
+
+
+@dataclass(frozen=True)
 class _Expiring:
     key_id: str
-    expires_at: float | None
+    expires_at: float | None = None
+    valid_until: float | None = None
+    settings: _Settings = _Settings()
 
 
-def test_a_record_is_never_kept_past_its_expiry() -> None:
+def test_a_record_is_never_kept_past_its_own_end() -> None:
     cache: KeyCache[_Expiring] = KeyCache(seconds=10.0)
-    soon, never = _Expiring("a", expires_at=100.5), _Expiring("b", expires_at=None)
-    cache.put("a", soon, version=1, now=100.0)
-    cache.put("b", never, version=1, now=100.0)
-    assert cache.get("a", 1, 100.4) == (True, soon)
-    assert cache.get("a", 1, 100.5) == (False, None)
-    assert cache.get("b", 1, 109.9) == (True, never)
-    assert cache.get("b", 1, 110.0) == (False, None)
-    assert cache.get("b", 2, 100.0) == (False, None)  # the file changed since
+    records = {
+        "expires": _Expiring("a", expires_at=100.5),
+        "settings": _Expiring("b", settings=_Settings(expires_at=100.5)),
+        "grace": _Expiring("c", valid_until=100.5, settings=_Settings(expires_at=105.0)),
+    }
+    for name, record in records.items():
+        cache.put(name, record, version=1, now=100.0)
+        assert cache.get(name, 1, 100.4) == (True, record)
+        assert cache.get(name, 1, 100.5) == (False, None)
+    never = _Expiring("d")
+    cache.put("never", never, version=1, now=100.0)
+    assert cache.get("never", 1, 109.9) == (True, never)
+    assert cache.get("never", 1, 110.0) == (False, None)
+    assert cache.get("never", 2, 100.0) == (False, None)  # the file changed since

@@ -5,15 +5,16 @@ kept here for at most `KEY_CACHE_SECONDS`, and only while the file's `PRAGMA dat
 the one it was read at: SQLite changes that number whenever another connection (the CLI,
 another process) commits, so a key revoked or created elsewhere is seen by the next request,
 as before. This process's own writes do not change it, so the store forgets what it writes
-(`forget`). A record that carries an `expires_at` (wall-clock seconds, the store's clock) is
-never kept past it. The record type is the store's; nothing here reads more of it than that.
+(`forget`). A record is never kept past its own end (`ends_of`: an `expires_at` on it or on its
+`settings`, a `valid_until`; wall-clock seconds, the store's clock). The record type is the
+store's; nothing here reads more of it than those.
 """
 
 from __future__ import annotations
 
 from typing import Generic, TypeVar
 
-__all__ = ["KEY_CACHE_SECONDS", "KeyCache"]
+__all__ = ["KEY_CACHE_SECONDS", "KeyCache", "ends_of"]
 
 R = TypeVar("R")
 
@@ -42,9 +43,9 @@ class KeyCache(Generic[R]):
         if self._seconds <= 0:
             return
         until = now + self._seconds
-        expires_at = getattr(record, "expires_at", None)
-        if expires_at is not None:
-            until = min(until, float(expires_at))
+        ends = ends_of(record)
+        if ends is not None:
+            until = min(until, ends)
         if len(self._entries) >= _MAX_ENTRIES:
             self._entries.clear()
         self._entries[key_hash] = (record, version, until)
@@ -55,3 +56,19 @@ class KeyCache(Generic[R]):
             self._entries.clear()
         else:
             self._entries.pop(key_hash, None)
+
+
+def ends_of(record: object) -> float | None:
+    """When `record` stops being valid by itself, or None: the earliest of an `expires_at` on
+    it or on its `settings` and a `valid_until` (a rotated secret's grace)."""
+    settings = getattr(record, "settings", None)
+    ends = [
+        float(t)
+        for t in (
+            getattr(record, "expires_at", None),
+            getattr(settings, "expires_at", None),
+            getattr(record, "valid_until", None),
+        )
+        if t is not None
+    ]
+    return min(ends) if ends else None
