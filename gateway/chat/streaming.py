@@ -95,6 +95,8 @@ class StreamJob:
         self._delivered = Delivered()  # what the output is counted from when not reported
         self._kept: list[bytes] | None = [] if call.idempotency is not None else None
         self.gone = False
+        self.ended = False
+        """Set before the last frame is yielded (`ChatEvents.ended`)."""
         self._frame = self._frame_native if native else self.frame
         self._lease: Lease | None = None
 
@@ -198,12 +200,14 @@ class StreamJob:
             error = as_gateway_error(failure)
             _log.warning("stream_broken", call_id=self._call.call_id, error=repr(failure))
             batch.append(self._framer.error(error, self._call.request_id))
+            self.ended = True
             yield b"".join(batch)
             return
         await self._service.settle(
             self._call, self._route, charge, reply, hold_units=self._plan.held_units
         )
         self._service.stream_ended(self._route, self._content_chunks)
+        self.ended = True
         yield b"".join(batch + tail)
 
     def _charge(self, *, complete: bool) -> Charge:

@@ -19,7 +19,7 @@ from gateway.http.protocol import CLIENT_CLOSED, CONNECTION_ENDED, WEBSOCKET_HAN
 from gateway.http.ratelimit_headers import rate_limit_headers
 from gateway.http.upgrades import refuse_websocket
 from gateway.ids import accept_request_id
-from gateway.logging import get_logger
+from gateway.logging import get_logger, info_line
 from gateway.metrics import UNMATCHED_ROUTE, Metrics
 
 __all__ = ["RequestContextMiddleware"]
@@ -94,22 +94,27 @@ class RequestContextMiddleware:
                         route=scope["path"],
                         tenant=ctx.tenant,
                     )
-            _log.info(
+            info_line(
+                _log,
                 "request",
-                request_id=ctx.request_id,
-                method=method,
-                route=scope["path"],
-                status=status,
-                tenant=ctx.tenant,
-                model=ctx.model,
-                routing=ctx.routing,
-                error=ctx.error_code,
-                replayed=ctx.replayed or None,
-                dialect=ctx.dialect,
-                dropped_tools=ctx.dropped_tools,
-                dropped_fields=ctx.dropped_fields,
-                latency_ms=round(elapsed * 1000, 3),
-                upstream_ms=round(ctx.upstream_seconds * 1000, 3) if ctx.upstream_seconds else None,
+                {
+                    "request_id": ctx.request_id,
+                    "method": method,
+                    "route": scope["path"],
+                    "status": status,
+                    "tenant": ctx.tenant,
+                    "model": ctx.model,
+                    "routing": ctx.routing,
+                    "error": ctx.error_code,
+                    "replayed": ctx.replayed or None,
+                    "dialect": ctx.dialect,
+                    "dropped_tools": ctx.dropped_tools,
+                    "dropped_fields": ctx.dropped_fields,
+                    "latency_ms": round(elapsed * 1000, 3),
+                    "upstream_ms": round(ctx.upstream_seconds * 1000, 3)
+                    if ctx.upstream_seconds
+                    else None,
+                },
             )
             self._metrics.request(
                 scope.get("path_template") or UNMATCHED_ROUTE,

@@ -5,21 +5,24 @@ model and provider names from the routing file, capabilities, task states and sh
 words. No key, tenant, request id or task id is ever a label.
 
 The hot path calls `request()` once per request and the chat service two or three methods per
-call. Each resolves its labelled children through a plain dict keyed by the label tuple (the
-library's `labels()` validates and locks on every call) and then increments or observes, so a
-chat request costs a few microseconds of metrics (measured in docs/performance.md).
+call. In one process these count in plain floats in dicts keyed by the label tuple
+(`gateway.metrics.tally`), about a microsecond each, and prometheus-client is given the totals
+when a scrape reads the registry: the same series, in the same order, with the same values
+(each total is summed in the order the events came, as the library would).
 
 With `PROMETHEUS_MULTIPROC_DIR` set, prometheus-client keeps every value in a file per process
 in that folder, and the scrape (`gateway.metrics.exposition`) sums them: a gateway and its
-`gateway worker` processes on one host report as one.
+`gateway worker` processes on one host report as one. There each event goes to the library at
+once (another process's scrape reads the files, not this process's dicts).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import Metric
 
 from gateway.errors import (
     IdempotencyInProgress,
@@ -27,6 +30,7 @@ from gateway.errors import (
     KeyBudgetExceeded,
     RateLimited,
 )
+from gateway.metrics.tally import CounterTally, HistogramTally, counter_tally, histogram_tally
 
 __all__ = ["UNMATCHED_ROUTE", "DisabledMetrics", "Metrics"]
 
@@ -43,22 +47,6 @@ _TASK_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
 _CHUNK_BUCKETS = (1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000)
 
 
-class _Children:
-    """A labelled metric's children, cached by label tuple (label sets here are bounded)."""
-
-    __slots__ = ("_children", "_metric")
-
-    def __init__(self, metric: Any) -> None:
-        self._metric = metric
-        self._children: dict[tuple[str, ...], Any] = {}
-
-    def __call__(self, *labels: str) -> Any:
-        child = self._children.get(labels)
-        if child is None:
-            child = self._children[labels] = self._metric.labels(*labels)
-        return child
-
-
 class Metrics:
     """The gateway's instruments, registered on `registry` (None in multiprocess mode: the
     values live in files and the scrape reads them). Amounts come in the store's integer
@@ -69,13 +57,23 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None, *, units_per_credit: int) -> None:
         self._per_credit = units_per_credit
 
-        def counter(name: str, doc: str, labels: Sequence[str]) -> _Children:
-            return _Children(Counter(name, doc, labels, registry=registry))
+        tallied = registry is not None  # else multiprocess: straight to the files
+        self._tallies: list[CounterTally | HistogramTally] = []
+        if registry is not None:
+            registry.register(_Folder(self))  # first: a scrape folds, then reads
+
+        def counter(name: str, doc: str, labels: Sequence[str]) -> CounterTally:
+            tally = counter_tally(Counter(name, doc, labels, registry=registry), tallied)
+            self._tallies.append(tally)
+            return tally
 
         def histogram(
             name: str, doc: str, labels: Sequence[str], buckets: Sequence[float]
-        ) -> _Children:
-            return _Children(Histogram(name, doc, labels, registry=registry, buckets=buckets))
+        ) -> HistogramTally:
+            metric = Histogram(name, doc, labels, registry=registry, buckets=buckets)
+            tally = histogram_tally(metric, buckets, tallied)
+            self._tallies.append(tally)
+            return tally
 
         self._requests = counter(
             "gateway_requests",
@@ -208,6 +206,11 @@ class Metrics:
             ("source",),
         )
 
+    def fold(self) -> None:
+        """Hand the counts to prometheus-client (a scrape of the registry does it first)."""
+        for tally in self._tallies:
+            tally.fold()
+
     def request(
         self,
         route: str,
@@ -222,91 +225,103 @@ class Metrics:
         """One answered request (the middleware, after the response)."""
         if method not in _METHODS:
             method = "OTHER"
-        self._requests(route, method, str(status), model).inc()
-        self._duration(route, method).observe(seconds)
+        self._requests.add((route, method, str(status), model))
+        self._duration.observe((route, method), seconds)
         if overhead is not None:
-            self._overhead(route).observe(max(overhead, 0.0))
+            self._overhead.observe((route,), max(overhead, 0.0))
         if replayed:
-            self._idempotency(route, "replay").inc()
+            self._idempotency.add((route, "replay"))
         elif error_code is not None:
             if error_code == RateLimited.code:
-                self._rate_limited(route).inc()
+                self._rate_limited.add((route,))
             elif error_code == IdempotencyInProgress.code:
-                self._idempotency(route, "in_progress").inc()
+                self._idempotency.add((route, "in_progress"))
             elif error_code == IdempotencyKeyReused.code:
-                self._idempotency(route, "conflict").inc()
+                self._idempotency.add((route, "conflict"))
             elif error_code in _KEY_REFUSALS:
-                self._key_refusals(error_code).inc()
+                self._key_refusals.add((error_code,))
 
     def dialect_request(self, dialect: str, route: str, status: int) -> None:
         """One answered request of a chat endpoint, in the dialect its client spoke."""
-        self._dialects(dialect, route, str(status)).inc()
+        self._dialects.add((dialect, route, str(status)))
 
     def upstream_call(self, provider: str, model: str, capability: str, seconds: float) -> None:
-        self._upstream(provider, model, capability).observe(seconds)
+        self._upstream.observe((provider, model, capability), seconds)
 
     def upstream_failed(
         self, provider: str, model: str, capability: str, reason: str, seconds: float
     ) -> None:
-        self._upstream(provider, model, capability).observe(seconds)
-        self._upstream_errors(provider, model, capability, reason).inc()
+        self._upstream.observe((provider, model, capability), seconds)
+        self._upstream_errors.add((provider, model, capability, reason))
 
     def first_token(self, model: str, seconds: float) -> None:
-        self._first_token(model).observe(seconds)
+        self._first_token.observe((model,), seconds)
 
     def stream_ended(self, model: str, chunks: int) -> None:
-        self._chunks(model).observe(chunks)
+        self._chunks.observe((model,), chunks)
 
     def chat_charged(
         self, model: str, units: int, prompt_tokens: int, completion_tokens: int
     ) -> None:
         if units:
-            self._charged("chat", model).inc(units / self._per_credit)
+            self._charged.add(("chat", model), units / self._per_credit)
         if prompt_tokens:
-            self._tokens(model, "in").inc(prompt_tokens)
+            self._tokens.add((model, "in"), prompt_tokens)
         if completion_tokens:
-            self._tokens(model, "out").inc(completion_tokens)
+            self._tokens.add((model, "out"), completion_tokens)
 
     def hold_exceeded(self, model: str) -> None:
-        self._hold_exceeded(model).inc()
+        self._hold_exceeded.add((model,))
 
     def embeddings_charged(self, model: str, units: int, prompt_tokens: int) -> None:
         if units:
-            self._charged("embeddings", model).inc(units / self._per_credit)
+            self._charged.add(("embeddings", model), units / self._per_credit)
         if prompt_tokens:
-            self._tokens(model, "in").inc(prompt_tokens)
+            self._tokens.add((model, "in"), prompt_tokens)
 
     def task_created(self, capability: str, model: str, units: int) -> None:
-        self._tasks_created(capability, model).inc()
+        self._tasks_created.add((capability, model))
         if units:
-            self._charged(capability, model).inc(units / self._per_credit)
+            self._charged.add((capability, model), units / self._per_credit)
 
     def task_finished(
         self, capability: str, model: str, status: str, refund_units: int, seconds: float
     ) -> None:
-        self._tasks_finished(capability, model, status).inc()
-        self._task_duration(capability, status).observe(max(seconds, 0.0))
+        self._tasks_finished.add((capability, model, status))
+        self._task_duration.observe((capability, status), max(seconds, 0.0))
         if refund_units:
-            self._refunded(capability, model).inc(refund_units / self._per_credit)
+            self._refunded.add((capability, model), refund_units / self._per_credit)
 
     def key_charged(self, key_id: str, units: int) -> None:
         if units:
-            self._key_charged(key_id).inc(units / self._per_credit)
+            self._key_charged.add((key_id,), units / self._per_credit)
 
     def key_refunded(self, key_id: str, units: int) -> None:
         if units:
-            self._key_refunded(key_id).inc(units / self._per_credit)
+            self._key_refunded.add((key_id,), units / self._per_credit)
 
     def key_expired(self) -> None:
         """A call with an expired key (or a rotated secret past its grace)."""
-        self._key_refusals("expired").inc()
+        self._key_refusals.add(("expired",))
 
     def artifact_stored(self, source: str, size: int) -> None:
-        self._artifacts(source).inc()
-        self._artifact_bytes(source).inc(size)
+        self._artifacts.add((source,))
+        self._artifact_bytes.add((source,), size)
 
     def callback_attempt(self, outcome: str) -> None:
-        self._callbacks(outcome).inc()
+        self._callbacks.add((outcome,))
+
+
+class _Folder:
+    """Registered first on the registry: whatever reads it (a scrape, `get_sample_value`)
+    folds the counts before the instruments are read. It yields no metric of its own."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        self._metrics.fold()
+        return iter(())
 
 
 class DisabledMetrics(Metrics):
@@ -315,7 +330,7 @@ class DisabledMetrics(Metrics):
     enabled = False
 
     def __init__(self) -> None:
-        pass
+        self._tallies = []
 
     def request(self, *args: Any, **kwargs: Any) -> None:
         pass

@@ -67,13 +67,17 @@ def test_a_stream_yields_events_and_settles_before_done(tmp_path: Path) -> None:
         assert isinstance(outcome, ChatStreaming)
         assert outcome.model == "sim-chat-1" and outcome.rate.limit_requests == 1000
         frames = []
+        ended = []  # `ended` as each frame came: only the last one ends the body
         async for frame in outcome.events.events():
             if frame.endswith(b"data: [DONE]\n\n"):
                 assert len(await _charges(parts)) == 1  # settled before the last frames
             frames.append(frame)
+            ended.append(outcome.events.ended)
         await outcome.events.close()
         text = b"".join(frames).decode()
         assert text.endswith("data: [DONE]\n\n") and '"credits"' in text
+        assert b'"usage"' in frames[-1]  # the usage chunk and [DONE] in the one last frame
+        assert ended == [False] * (len(frames) - 1) + [True]
         assert not outcome.events.gone
 
     _run(tmp_path, scenario)

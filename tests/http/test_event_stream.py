@@ -14,10 +14,12 @@ from gateway.http.event_stream import send_event_stream
 
 
 class FakeEvents:
-    def __init__(self, frames: list[bytes]) -> None:
+    def __init__(self, frames: list[bytes], *, marks_last: bool = True) -> None:
         self.frames = frames
+        self.marks_last = marks_last
         self.gate = asyncio.Event()
         self.gone = False
+        self.ended = False
         self.closed = 0
         self.yielded = 0
 
@@ -28,6 +30,7 @@ class FakeEvents:
             if self.gone:
                 return
             self.yielded += 1
+            self.ended = self.marks_last and i == len(self.frames) - 1
             yield frame
 
     async def client_left(self) -> None:
@@ -39,9 +42,9 @@ class FakeEvents:
         self.closed += 1
 
 
-def test_frames_are_sent_as_they_come_and_the_body_ends() -> None:
+def _sent(marks_last: bool) -> list[dict[str, Any]]:
     async def main() -> list[dict[str, Any]]:
-        events = FakeEvents([b"data: 1\n\n", b"data: [DONE]\n\n"])
+        events = FakeEvents([b"data: 1\n\n", b"data: [DONE]\n\n"], marks_last=marks_last)
         sent: list[dict[str, Any]] = []
 
         async def receive() -> dict[str, Any]:
@@ -60,8 +63,24 @@ def test_frames_are_sent_as_they_come_and_the_body_ends() -> None:
     sent = asyncio.run(main())
     assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 200
     assert dict(sent[0]["headers"])[b"content-type"] == b"text/event-stream; charset=utf-8"
-    assert [m.get("body") for m in sent[1:]] == [b"data: 1\n\n", b"data: [DONE]\n\n", b""]
-    assert sent[-1]["more_body"] is False
+    return sent[1:]
+
+
+def test_frames_are_sent_as_they_come_and_the_last_ends_the_body() -> None:
+    sent = _sent(marks_last=True)
+    assert [(m["body"], m["more_body"]) for m in sent] == [
+        (b"data: 1\n\n", True),
+        (b"data: [DONE]\n\n", False),
+    ]
+
+
+def test_a_stream_that_does_not_mark_its_last_frame_ends_with_an_empty_body() -> None:
+    sent = _sent(marks_last=False)
+    assert [(m["body"], m["more_body"]) for m in sent] == [
+        (b"data: 1\n\n", True),
+        (b"data: [DONE]\n\n", True),
+        (b"", False),
+    ]
 
 
 def test_a_client_that_disconnects_stops_the_stream() -> None:

@@ -197,6 +197,10 @@ class _KeepingEvents:
     def gone(self) -> bool:
         return self._events.gone
 
+    @property
+    def ended(self) -> bool:
+        return self._events.ended
+
     async def events(self) -> AsyncIterator[bytes]:
         async for frames in self._events.events():
             if self._state.final is not None:

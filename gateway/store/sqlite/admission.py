@@ -3,10 +3,11 @@
 `admit` is memory checks (rate buckets, leases, holds: `memory.py`) plus one read of the file
 (the balance; with an idempotency claim and no live lease, the completed reply in the same
 statement) and no write; a wallet-bounded hold is sized from that balance in the same step
-(`gateway.store.holds`). `settle` writes one transaction only when it has something durable
-(the charge, a reply to keep), the rest in memory; `release` is memory only. Nothing awaits
-between a check and its update, so each step is atomic on the event loop. Every time comes
-from the store's clock.
+(`gateway.store.holds`). `settle` writes only when it has something durable (the charge, a
+reply to keep), in the one transaction of its loop turn's settlements (`coalesce.py`), and lets
+go of its hold, lease and tokens in memory once that committed; `release` is memory only.
+Nothing awaits between a check and its update, so each step is atomic on the event loop. Every
+time comes from the store's clock.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from gateway.store.base import (
 )
 from gateway.store.ledger_ids import charge_id
 from gateway.store.sqlite import ops
+from gateway.store.sqlite.coalesce import Coalescer
 from gateway.store.sqlite.memory import CALL_SECONDS, FENCE_SECONDS, Lease, Memory
 
 __all__ = ["SqliteAdmissionArea"]
@@ -41,6 +43,7 @@ class SqliteAdmissionArea:
     _clock: Clock
     _mem: Memory
     _next_sweep: float
+    _settles: Coalescer
     sweep_seconds: float
 
     if TYPE_CHECKING:
@@ -156,11 +159,15 @@ class SqliteAdmissionArea:
             keep_reply = owner is None or owner.call_id == call_id
         if s.charge_units > 0 or keep_reply:
             entry_id = charge_id(call_id)
-            balance = self._write(lambda conn, now: ops.settle(conn, s, entry_id, keep_reply, now))
+            balance = await self._settles.submit(
+                lambda conn, now: ops.settle(conn, s, entry_id, keep_reply, now)
+            )
         else:
             balance = self._read(lambda conn: ops.balance(conn, call.tenant))
         # The durable part is committed: now let go of what the call took (never on failure,
         # so a settlement that raised leaves the call as it was, as one transaction would).
+        # Until then the call still holds its credits and its lease: admissions in between
+        # see less available, never more.
         mem.unhold(call.tenant, call_id)
         limits = call.limits
         tpm = limits.tokens_per_minute

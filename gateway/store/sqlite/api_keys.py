@@ -2,7 +2,8 @@
 
 A row is one key: its current secret's hash, and after a rotation the old secret's hash with
 the end of its grace (`previous_hash`, `previous_until`); its settings are one msgpack blob.
-`last_used_at` is this process's memory (the CLI reads none).
+`last_used_at` is this process's memory (the CLI reads none). The records this process looked
+up are kept while the file says nothing changed (`key_cache.py`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from gateway.clock import Clock
 from gateway.store.base import ApiKeyRecord, KeySettings
 from gateway.store.periods import BudgetPeriod
 from gateway.store.sqlite import ops
+from gateway.store.sqlite.key_cache import KeyCache
 from gateway.store.sqlite.memory import Memory
 
 __all__ = ["SqliteKeyArea"]
@@ -24,15 +26,19 @@ __all__ = ["SqliteKeyArea"]
 _T = TypeVar("_T")
 
 _COLUMNS = "key_id, tenant, created_at, revoked_at, prefix, settings"
+_BY_HASH = f"SELECT {_COLUMNS} FROM api_keys WHERE key_hash = ?"
+_BY_PREVIOUS_HASH = f"SELECT {_COLUMNS}, previous_until FROM api_keys WHERE previous_hash = ?"
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(KeySettings)
 _NO_SETTINGS = KeySettings()
 
 
 class SqliteKeyArea:
-    """The API-key operations of `SqliteStore` (a mixin: the store has the connection)."""
+    """The API-key operations of `SqliteStore` (a mixin: the store has the connection, the
+    clock and the cache of looked-up keys)."""
 
     _clock: Clock
+    _keys: KeyCache[ApiKeyRecord]
     _mem: Memory
 
     if TYPE_CHECKING:
@@ -44,6 +50,7 @@ class SqliteKeyArea:
 
     async def create_key(self, record: ApiKeyRecord, key_hash: str) -> None:
         await self._may_write()
+        self._keys.forget(key_hash)
         self._write(
             lambda conn, _now: conn.execute(
                 f"INSERT OR REPLACE INTO api_keys (key_hash, {_COLUMNS})"
@@ -61,14 +68,23 @@ class SqliteKeyArea:
         )
 
     async def get_key(self, key_hash: str, tag: str | None = None) -> ApiKeyRecord | None:
-        rows = self._rows(f"SELECT {_COLUMNS} FROM api_keys WHERE key_hash = ?", (key_hash,))
-        if rows:
-            return self._record(rows[0])
-        rows = self._rows(
-            f"SELECT {_COLUMNS}, previous_until FROM api_keys WHERE previous_hash = ?",
-            (key_hash,),
-        )
-        return self._record(rows[0][:-1], valid_until=rows[0][-1]) if rows else None
+        now, cache = self._clock(), self._keys
+
+        def lookup(conn: sqlite3.Connection) -> ApiKeyRecord | None:
+            (version,) = conn.execute("PRAGMA data_version").fetchone()
+            kept, record = cache.get(key_hash, version, now)
+            if kept:
+                return record
+            row = conn.execute(_BY_HASH, (key_hash,)).fetchone()
+            if row is not None:
+                record = self._record(row)
+            else:
+                row = conn.execute(_BY_PREVIOUS_HASH, (key_hash,)).fetchone()
+                record = self._record(row[:-1], valid_until=row[-1]) if row else None
+            cache.put(key_hash, record, version, now)
+            return record
+
+        return self._read(lookup)
 
     async def key_by_id(self, key_id: str) -> ApiKeyRecord | None:
         rows = self._rows(f"SELECT {_COLUMNS} FROM api_keys WHERE key_id = ?", (key_id,))
@@ -83,7 +99,9 @@ class SqliteKeyArea:
             return cur.rowcount > 0
 
         await self._may_write()
-        return self._write(body)
+        revoked = self._write(body)
+        self._keys.forget()  # by id, so every kept record: refused from the next request on
+        return revoked
 
     async def update_key(self, key_id: str, settings: KeySettings) -> ApiKeyRecord | None:
         await self._may_write()
@@ -92,6 +110,7 @@ class SqliteKeyArea:
                 "UPDATE api_keys SET settings = ? WHERE key_id = ?", (_blob(settings), key_id)
             )
         )
+        self._keys.forget()  # by id, so every kept record: the new settings from the next request
         return await self.key_by_id(key_id)
 
     async def rotate_key(
@@ -106,6 +125,7 @@ class SqliteKeyArea:
 
         await self._may_write()
         self._write(body)
+        self._keys.forget()  # the old secret's record gains its grace's end
         record = await self.key_by_id(key_id)
         return record if record is not None and record.prefix == prefix else None
 

@@ -13,9 +13,10 @@ Its state is split by what must survive a crash:
   more than the balance. That is the trade: a request costs no write for admission.
 
 So `admit` is memory checks plus one read (the balance, with the completed reply when there is
-an idempotency claim); `settle` is one write transaction only when it has something durable
-(a charge, a reply to keep), and `release` touches memory only (`admission.py`). Nothing
-awaits between a check and its update, so each operation is atomic on the event loop.
+an idempotency claim); `settle` writes only when it has something durable (a charge, a reply
+to keep), the settlements of one loop turn in one transaction (`coalesce.py`), and `release`
+touches memory only (`admission.py`). Nothing awaits between a check and its update, so each
+operation is atomic on the event loop.
 Statements run inline (tens of microseconds, cheaper than a thread handoff); `BEGIN IMMEDIATE`
 takes the write lock up front against the CLI. A lock not obtained within the busy timeout, or
 any other `OperationalError`, becomes `StoreUnavailable`, in one place (`errors.py`). The WAL
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from gateway.clock import Clock, wall
+from gateway.store.base import ApiKeyRecord
 from gateway.store.durability import ShardDurability
 from gateway.store.sqlite import ops
 from gateway.store.sqlite.admission import SqliteAdmissionArea
@@ -40,7 +42,9 @@ from gateway.store.sqlite.api_keys import SqliteKeyArea
 from gateway.store.sqlite.artifacts import SqliteArtifactArea
 from gateway.store.sqlite.callbacks import SqliteCallbackArea
 from gateway.store.sqlite.checkpoint import Checkpointer, WalLimits
+from gateway.store.sqlite.coalesce import Coalescer
 from gateway.store.sqlite.errors import store_errors
+from gateway.store.sqlite.key_cache import KeyCache
 from gateway.store.sqlite.lock import claim_for_serving
 from gateway.store.sqlite.memory import Memory
 from gateway.store.sqlite.responses import SqliteResponseArea
@@ -54,9 +58,8 @@ __all__ = ["SqliteStore"]
 _T = TypeVar("_T")
 
 _REPLY_SWEEP_EVERY = 16
-"""Write transactions between sweeps of expired replies."""
-_REPLY_SWEEP_ROWS = 32
-"""Oldest rows a sweep looks at: twice what could have been added since, so it keeps up."""
+"""Writes between sweeps of expired replies; a sweep looks at the oldest rows, twice as many
+as could have been added since the last one, so it keeps up."""
 
 
 class SqliteStore(
@@ -101,7 +104,11 @@ class SqliteStore(
         self._conn: sqlite3.Connection | None = None
         self._checkpointer: Checkpointer | None = None
         self._writes = 0
+        self._swept_at = 0
+        self._settles = Coalescer(self._transaction, lambda: self._writable)
+        """The settlements of one loop turn, committed in one transaction (`coalesce.py`)."""
         self._mem = Memory()
+        self._keys: KeyCache[ApiKeyRecord] = KeyCache()
         self._next_sweep = 0.0
         self._lock: IO[bytes] | None = None
         self._writable: asyncio.Event | None = None
@@ -122,6 +129,8 @@ class SqliteStore(
         self._checkpointer.start()
 
     async def close(self) -> None:
+        if self._conn is not None:
+            self._settles.flush()
         checkpointer, self._checkpointer = self._checkpointer, None
         if checkpointer is not None:
             await checkpointer.stop()
@@ -172,21 +181,28 @@ class SqliteStore(
 
     def _write(self, body: Callable[[sqlite3.Connection, float], _T]) -> _T:
         """Run `body(conn, now)` in one IMMEDIATE transaction; `now` is read under the lock."""
+        results: list[_T] = []
+        self._transaction(lambda conn, now: results.append(body(conn, now)), 1)
+        return results[0]
+
+    def _transaction(self, run: Callable[[sqlite3.Connection, float], None], writes: int) -> None:
+        """`run(conn, now)` in one IMMEDIATE transaction standing for `writes` writes (the
+        coalesced settlements of a loop turn are several), with its share of reply sweeps."""
         conn = self._db
         with store_errors:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 now = self._clock()
-                result = body(conn, now)
-                self._writes += 1
-                if self._writes % _REPLY_SWEEP_EVERY == 0:
-                    ops.sweep_replies(conn, now, _REPLY_SWEEP_ROWS)
+                run(conn, now)
+                self._writes += writes
+                if self._writes - self._swept_at >= _REPLY_SWEEP_EVERY:
+                    ops.sweep_replies(conn, now, 2 * (self._writes - self._swept_at))
+                    self._swept_at = self._writes
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
-        return result
 
     def _read(self, body: Callable[[sqlite3.Connection], _T]) -> _T:
         with store_errors:
