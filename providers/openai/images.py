@@ -52,7 +52,7 @@ from providers.openai.errors import error_event
 from providers.openai.options import Options
 from providers.reference_part import ReferencePart
 from providers.status import error_for_response, message_from_error
-from providers.upstream import Upstream
+from providers.upstream import Timeouts, Upstream
 
 __all__ = ["OpenAIImages", "image_dimensions", "image_size"]
 
@@ -218,8 +218,8 @@ class OpenAIImages:
         self._upstream = upstream
         self._generations = options.url("/images/generations")
         self._edits = options.url("/images/edits")
-        self._timeout = aiohttp.ClientTimeout(
-            total=options.image_timeout_seconds, sock_connect=options.connect_timeout_seconds
+        self._timeout = Timeouts(
+            total=options.image_timeout_seconds, connect=options.connect_timeout_seconds
         )
         self._quality = options.image_quality
         self._output_format = options.image_output_format

@@ -18,8 +18,10 @@ from providers.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from providers.http import read_body
+from providers.http1 import ConnectFailed
 from providers.reference_part import ReferencePart
-from providers.upstream import NOT_A_STREAM
+from providers.upstream import NOT_A_STREAM, Timeouts
 from tests.providers.references import ReferenceSource, SourceBroke
 from tests.providers.upstream_server import JSON, Reply, run, serving
 
@@ -111,13 +113,13 @@ def test_transport_failures_are_provider_errors_with_their_cause() -> None:
         async with serving(timeout_seconds=0.2) as (server, options, upstream):
             with pytest.raises(UpstreamUnavailable) as refused:
                 await upstream.request("POST", URL(f"http://127.0.0.1:{closed}/call"), b"{}")
-            assert isinstance(refused.value.__cause__, aiohttp.ClientConnectorError)
+            assert isinstance(refused.value.__cause__, ConnectFailed)
             with pytest.raises(UpstreamTimeout) as stalled:
                 await upstream.request("POST", options.url("/stall"), b"{}")
             assert isinstance(stalled.value.__cause__, TimeoutError)
-            # A call's own timeouts replace the session's 0.2 s total.
+            # A call's own timeouts replace the upstream's 0.2 s total.
             server.replies.append(Reply(pause=0.4))
-            longer = aiohttp.ClientTimeout(total=30)
+            longer = Timeouts(total=30)
             assert await upstream.request("POST", options.url("/call"), timeouts=longer)
 
     run(test)
@@ -159,7 +161,7 @@ def test_a_stream_comes_back_open_and_has_no_total_timeout() -> None:
             response = await upstream.stream(options.url("/events"), b'{"stream":true}')
             try:
                 assert response.status == 200
-                assert await response.read() == b"data: one\n\ndata: two\n\n"
+                assert await read_body(response, 1000) == b"data: one\n\ndata: two\n\n"
             finally:
                 response.release()
         assert server.seen[0].method == "POST"
@@ -224,6 +226,6 @@ def test_a_stream_that_cannot_connect_is_unavailable() -> None:
         async with serving() as (_, _options, upstream):
             with pytest.raises(UpstreamUnavailable) as caught:
                 await upstream.stream(URL(f"http://127.0.0.1:{closed}/events"), b"{}")
-            assert isinstance(caught.value.__cause__, aiohttp.ClientConnectorError)
+            assert isinstance(caught.value.__cause__, ConnectFailed)
 
     run(test)
