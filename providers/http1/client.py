@@ -179,8 +179,8 @@ class Client:
                 connection = self._pooled(origin)
                 if connection is None:
                     connection = await self._open(origin, timeouts.connect, deadline)
-                connection.watch(deadline, timeouts.read)
                 connection.send(data, body)
+                connection.watch(deadline, timeouts.read)
                 try:
                     await connection.head()
                 except Disconnected:

@@ -139,14 +139,14 @@ class Connection(asyncio.Protocol):
             transport.writelines((data, body))
 
     def watch(self, deadline: float | None, read_timeout: float | None) -> None:
-        """Fail the exchange at `deadline` (loop time) or after `read_timeout` s without a byte."""
+        """Fail the exchange (once sent) at `deadline` (loop time) or after `read_timeout` s
+        without a byte."""
         self._cancel_timer()
         self._deadline = deadline
         self._read_timeout = read_timeout
         if read_timeout is not None:
             self._last_read = self._loop.time()
-        if not self.body_done:
-            self._arm()
+        self._arm()
 
     async def head(self) -> None:
         """Wait for the status line and the headers."""
