@@ -10,8 +10,10 @@ of each candidate, and the mock's own CPU per request as the yardstick.
     .venv/bin/python bench/upstream_client_bench.py --rounds 5 --requests 2000
     EXTRA_PATH=/tmp/pkgs .venv/bin/python bench/upstream_client_bench.py  # pip --target /tmp/pkgs
 
-A candidate whose package is missing is skipped with a note. `project` is the client behind
-`providers.upstream` in this tree (whatever it is), called the way adapters call it.
+A candidate whose package is missing is skipped with a note. `lean` is the floor: a bare
+keep-alive client on httptools (no timeouts, no TLS, no retry); `http1` is `providers.http1`
+alone; `project` is `providers.upstream.Upstream` in this tree (whatever client it is on),
+called the way adapters call it.
 """
 
 from __future__ import annotations
@@ -41,6 +43,11 @@ SSE_BODY = (
 HEADERS = {"Content-Type": "application/json", "Authorization": "Bearer sk-bench"}
 
 Call = Callable[[bytes, bool], Awaitable[int]]  # (body, streamed) -> bytes read
+NOTES: dict[str, int] = {}  # what a candidate got wrong, counted
+
+
+def _note(what: str) -> None:
+    NOTES[what] = NOTES.get(what, 0) + 1
 
 
 def _free_port() -> int:
@@ -78,6 +85,7 @@ async def _pyreqwest(url: str) -> tuple[Call, Callable[[], Awaitable[None]]]:
     from datetime import timedelta
 
     from pyreqwest.client import ClientBuilder
+    from pyreqwest.exceptions import ConnectError
 
     client = (
         ClientBuilder()
@@ -90,6 +98,13 @@ async def _pyreqwest(url: str) -> tuple[Call, Callable[[], Awaitable[None]]]:
     )
 
     async def call(body: bytes, streamed: bool) -> int:
+        try:
+            return await once(body, streamed)
+        except ConnectError:  # a pooled connection the mock closed while idle
+            _note("pyreqwest: requests failed on a connection closed while idle")
+            return await once(body, streamed)
+
+    async def once(body: bytes, streamed: bool) -> int:
         if not streamed:
             response = await client.post(url).body_bytes(body).build().send()
             return len(await response.bytes())
@@ -106,10 +121,16 @@ async def _pyreqwest(url: str) -> tuple[Call, Callable[[], Awaitable[None]]]:
 async def _aiosonic(url: str) -> tuple[Call, Callable[[], Awaitable[None]]]:
     import aiosonic
 
+    from aiosonic.exceptions import ConnectionDisconnected
+
     client = aiosonic.HTTPClient()
 
     async def call(body: bytes, streamed: bool) -> int:
-        response = await client.post(url, data=body, headers=HEADERS)
+        try:
+            response = await client.post(url, data=body, headers=HEADERS)
+        except ConnectionDisconnected:  # a pooled connection the mock closed while idle
+            _note("aiosonic: requests failed on a connection closed while idle")
+            response = await client.post(url, data=body, headers=HEADERS)
         if not streamed:
             return len(await response.content())
         size = 0
@@ -177,6 +198,8 @@ async def _lean(url: str) -> tuple[Call, Callable[[], Awaitable[None]]]:
             return b""
 
     async def call(body: bytes, streamed: bool) -> int:
+        while idle and idle[-1].transport.is_closing():  # closed by the mock while idle
+            idle.pop()
         if idle:
             conn = idle.pop()
         else:
@@ -194,6 +217,27 @@ async def _lean(url: str) -> tuple[Call, Callable[[], Awaitable[None]]]:
             conn.transport.close()
 
     return call, close
+
+
+async def _http1(url: str) -> tuple[Call, Callable[[], Awaitable[None]]]:
+    """`providers.http1.Client` alone, as the other clients are called."""
+    from yarl import URL
+
+    from providers.http1 import Client, Timeouts
+
+    client = Client(HEADERS, max_connections=100, connect_timeout=10.0)
+    target = URL(url)
+    timeouts = Timeouts(total=60.0)
+
+    async def call(body: bytes, streamed: bool) -> int:
+        response = await client.request("POST", target, body, timeouts)
+        size = 0
+        while chunk := await response.read_chunk():
+            size += len(chunk)
+        response.release()
+        return size
+
+    return call, client.close
 
 
 async def _project(url: str) -> tuple[Call, Callable[[], Awaitable[None]]]:
@@ -233,6 +277,7 @@ CANDIDATES = {
     "pyreqwest": _pyreqwest,
     "aiosonic": _aiosonic,
     "lean": _lean,
+    "http1": _http1,
     "project": _project,
 }
 
@@ -298,6 +343,8 @@ async def _run(args: argparse.Namespace, url: str, mock_pid: int) -> None:
         f"| (mock upstream itself) | {statistics.median(mock['json']) * 1e6:.0f} "
         f"| {statistics.median(mock['sse']) * 1e6:.0f} |"
     )
+    for note, count in NOTES.items():
+        print(f"{note}: {count} (each sent again once)")
     for close in closers:
         await close()
 
