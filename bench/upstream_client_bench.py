@@ -120,7 +120,6 @@ async def _pyreqwest(url: str) -> tuple[Call, Callable[[], Awaitable[None]]]:
 
 async def _aiosonic(url: str) -> tuple[Call, Callable[[], Awaitable[None]]]:
     import aiosonic
-
     from aiosonic.exceptions import ConnectionDisconnected
 
     client = aiosonic.HTTPClient()

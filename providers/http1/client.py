@@ -1,7 +1,7 @@
 """A pooled keep-alive HTTP/1.1 client for JSON and event-stream upstreams, on httptools'
 parser: what the adapters need and no more, at a fraction of a general client's CPU per call.
 
-    client = Client(headers, max_connections=100, connect_timeout=5.0)   # in the running loop
+    client = Client(headers, max_connections=100, connect_timeout=5.0)  # used in one loop
     response = await client.request("POST", url, body, Timeouts(total=60.0))
     response.status, response.headers, response.content_type
     await response.read_chunk()       # the bytes received so far, b"" at the body's end
@@ -138,7 +138,7 @@ class Client:
         connect_timeout: float | None,
         tls: ssl.SSLContext | None = None,
     ) -> None:
-        self._loop = asyncio.get_running_loop()
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop of the first call
         sent = {k: v for k, v in _DEFAULTS.items() if k.lower() not in _lower(headers)}
         sent.update(headers)
         self._headers = sent
@@ -159,6 +159,8 @@ class Client:
     ) -> Response:
         """Send; the answer once its status and headers are in (the body is read from it)."""
         loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
         total = timeouts.total
         deadline = None if total is None else loop.time() + total
         slots = self._slots
@@ -203,7 +205,7 @@ class Client:
         """The end of an answer: its connection pooled (read to its end) or closed."""
         connection.finish()
         if connection.reusable() and not self._closed:
-            connection.idle_since = self._loop.time()
+            connection.idle_since = connection.loop_time()
             self._idle.setdefault(origin, []).append(connection)
         else:
             connection.close()
@@ -233,7 +235,7 @@ class Client:
         idle = self._idle.get(origin)
         if not idle:
             return None
-        stale_before = self._loop.time() - KEEP_ALIVE
+        stale_before = idle[-1].loop_time() - KEEP_ALIVE
         while idle:
             connection = idle.pop()
             if connection.usable() and connection.idle_since > stale_before:
@@ -245,7 +247,7 @@ class Client:
         self, origin: Origin, connect: float | None, deadline: float | None
     ) -> Connection:
         scheme, host, port = origin
-        loop = self._loop
+        loop = asyncio.get_running_loop()
         tls = None
         if scheme == "https":
             tls = self._tls or default_tls()

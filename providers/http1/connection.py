@@ -117,6 +117,9 @@ class Connection(asyncio.Protocol):
 
     # -- the client's side ------------------------------------------------------------------
 
+    def loop_time(self) -> float:
+        return self._loop.time()
+
     def usable(self) -> bool:
         """Open, idle and not half-closed: fit to carry the next request."""
         transport = self._transport
