@@ -42,6 +42,7 @@ class Connection(asyncio.Protocol):
         self._received = False
         self._delimited = False
         self._keep_alive = False
+        self._interim = False
         self.idle_since = 0.0
         self.status = 0
         self.raw_headers: list[tuple[bytes, bytes]] = []
@@ -88,6 +89,10 @@ class Connection(asyncio.Protocol):
 
     # -- httptools callbacks ----------------------------------------------------------------
 
+    def on_message_begin(self) -> None:
+        if self.body_done:  # a second answer to one request: the connection is out of step
+            raise BadAnswer("the upstream sent more than one answer")
+
     def on_header(self, name: bytes, value: bytes) -> None:
         self.raw_headers.append((name, value))
         size = len(name)
@@ -98,7 +103,14 @@ class Connection(asyncio.Protocol):
             self._delimited = True
 
     def on_headers_complete(self) -> None:
-        self.status = self._parser.get_status_code()
+        status = self._parser.get_status_code()
+        if status < 200:  # an interim answer (103 Early Hints): the real one follows
+            self.raw_headers = []
+            self.content_type = b""
+            self._delimited = False
+            self._interim = True
+            return
+        self.status = status
         self._keep_alive = self._parser.should_keep_alive()
         self.head_done = True
 
@@ -112,6 +124,9 @@ class Connection(asyncio.Protocol):
             self._arm()  # the total deadline still holds
 
     def on_message_complete(self) -> None:
+        if self._interim:
+            self._interim = False
+            return
         self.body_done = True
         self._cancel_timer()
 
@@ -128,7 +143,7 @@ class Connection(asyncio.Protocol):
     def send(self, data: bytes, body: bytes) -> None:
         """Start an exchange: write the request head `data` and its `body`."""
         self._busy = True
-        self._received = self._delimited = self._keep_alive = False
+        self._received = self._delimited = self._keep_alive = self._interim = False
         self.head_done = self.body_done = False
         self.status = 0
         self.raw_headers = []

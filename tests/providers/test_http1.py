@@ -215,6 +215,37 @@ def test_an_answer_cut_short_is_a_broken_body() -> None:
     run(test)
 
 
+def test_an_interim_answer_is_skipped_and_a_second_answer_spoils_the_connection() -> None:
+    answers = [
+        b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n" + sized(b"after hints"),
+        sized(b"one") + sized(b"two"),  # two answers to one request
+        sized(b"fresh"),
+    ]
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
+        while await server.request(reader):
+            writer.write(answers[len(server.requests) - 1])
+
+    async def test() -> None:
+        nonlocal server
+        async with serving(script) as server:
+            http = client()
+            try:
+                hinted = await http.request("GET", server.url, b"", TOTAL)
+                assert hinted.status == 200
+                assert "Link" not in hinted.headers
+                assert await whole(hinted) == b"after hints"
+                assert await whole(await http.request("GET", server.url, b"", TOTAL)) == b"one"
+                await until_closed(http)
+                assert await whole(await http.request("GET", server.url, b"", TOTAL)) == b"fresh"
+            finally:
+                await http.close()
+        assert server.connections == 2  # the one out of step was not used again
+
+    server = Server(script)
+    run(test)
+
+
 # --- a connection closed by the upstream between requests ---------------------------------------
 
 
