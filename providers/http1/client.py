@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import ssl
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 
 import certifi
 import msgspec
@@ -98,12 +98,13 @@ class Response:
             return "application/octet-stream"
         return raw.split(b";", 1)[0].strip().lower().decode("latin-1")
 
-    async def read_chunk(self) -> bytes:
-        """The body's bytes received so far (at least one), or b"" at its end."""
+    def read_chunk(self) -> Awaitable[bytes]:
+        """The body's bytes received so far (at least one), or b"" at its end (the
+        connection's own coroutine: no frame of this one per read)."""
         connection = self._connection
         if connection is None:
-            return b""
-        return await connection.chunk()
+            return _nothing()
+        return connection.chunk()
 
     def at_eof(self) -> bool:
         """The body was read to its end."""
@@ -273,6 +274,10 @@ class Client:
         except OSError as exc:
             raise ConnectFailed(f"cannot connect to {host}:{port}: {exc}") from exc
         return connection
+
+
+async def _nothing() -> bytes:
+    return b""
 
 
 def _lower(headers: Mapping[str, str]) -> set[str]:

@@ -171,7 +171,8 @@ class Connection(asyncio.Protocol):
         while not self.head_done:
             if self._error is not None:
                 raise self._error
-            await self._wait()
+            self._waiter = waiter = self._loop.create_future()
+            await waiter
 
     async def chunk(self) -> bytes:
         """The body's bytes received so far (at least one), or b"" at its end."""
@@ -188,7 +189,8 @@ class Connection(asyncio.Protocol):
                 return b""
             if self._error is not None:
                 raise self._error
-            await self._wait()
+            self._waiter = waiter = self._loop.create_future()
+            await waiter  # woken by the next bytes, the end, or a failure
 
     def has_chunks(self) -> bool:
         return bool(self._chunks)
@@ -209,13 +211,6 @@ class Connection(asyncio.Protocol):
             self._transport.close()
 
     # -- inside -----------------------------------------------------------------------------
-
-    async def _wait(self) -> None:
-        waiter = self._waiter = self._loop.create_future()
-        try:
-            await waiter
-        finally:
-            self._waiter = None
 
     def _wake(self) -> None:
         waiter = self._waiter
