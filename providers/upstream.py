@@ -287,6 +287,11 @@ class Upstream:
         except TRANSPORT_ERRORS as exc:
             raise transport_error(exc) from exc
 
+    @property
+    def closed(self) -> bool:
+        """`close()` was called (the provider was retired)."""
+        return self._client.closed
+
     async def close(self) -> None:
         await self._client.close()
         if self._uploads is not None:

@@ -212,6 +212,10 @@ class Client:
             connection.close()
         self._slots.release()
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     async def close(self) -> None:
         self._closed = True
         for connections in self._idle.values():
