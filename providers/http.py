@@ -11,7 +11,7 @@ what the transport raises (`providers.http1`, aiohttp for uploads, asyncio) into
         disconnect, not HTTP     ProviderError (closed before answering, garbage status line)
         other                    ProviderError
 
-A whole answer is read with `read_body(response, max_bytes)`, never `response.read()`: an
+A whole answer is read with `read_body(response, max_bytes)`, never all at once: an
 upstream that keeps sending (a wrong `base_url`, a broken server) must not make the gateway
 hold it all before the total timeout; past the bound the connection is closed and the call
 fails (ProviderError). `MAX_ANSWER_BYTES` bounds JSON answers (chat, errors, task APIs),

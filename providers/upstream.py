@@ -116,9 +116,8 @@ def key_header(options: HttpOptions, name: str, prefix: str = "") -> dict[str, s
 
 
 class Upstream:
-    """The connection pool of one upstream and its calls; build it inside the running loop,
-    `close()` it with the provider. `tls` replaces the default verification
-    (`providers.http1.default_tls`)."""
+    """The connection pool of one upstream and its calls (in one event loop); `close()` it
+    with the provider. `tls` replaces the default verification (`providers.http1.default_tls`)."""
 
     __slots__ = (
         "_client",
