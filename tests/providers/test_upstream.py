@@ -171,6 +171,26 @@ def test_a_stream_comes_back_open_and_has_no_total_timeout() -> None:
     run(test)
 
 
+def test_a_stream_read_to_its_end_gives_its_connection_back_and_one_closed_early_does_not() -> None:
+    async def test() -> None:
+        async with serving() as (server, options, upstream):
+            read = await upstream.stream(options.url("/events"), b"{}")
+            while await read.read_chunk():
+                pass
+            assert read.at_eof()
+            read.release()
+            await upstream.request("POST", options.url("/call"), b"{}")
+            left = await upstream.stream(options.url("/events"), b"{}")
+            assert await left.read_chunk() == b"data: one\n\n"
+            left.close()  # mid-stream: the upstream sees the disconnect
+            await upstream.request("POST", options.url("/call"), b"{}")
+        ports = [seen.client_port for seen in server.seen]
+        assert ports[0] == ports[1] == ports[2]  # the stream's connection carried the call
+        assert ports[3] != ports[2]  # a stream closed early does not come back
+
+    run(test)
+
+
 def test_a_stream_request_answered_with_an_error_status_raises_through_the_reader() -> None:
     read: list[bytes] = []
 
