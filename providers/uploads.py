@@ -1,7 +1,12 @@
-"""The aiohttp session that carries an upstream's streamed (multipart) uploads: a body read
-from the gateway's store while it is sent (`providers.reference_part`), or a form. Everything
-else goes through `providers.http1`; this path is taken only by media edits and uploads, where
-the bytes sent, not the client's CPU, set the cost.
+"""An upstream's multipart uploads: `Form`, whose files may be references streamed from the
+gateway's store while the request is written (`providers.reference_part`), and the aiohttp
+session that sends them. Everything else goes through `providers.http1`; this path is taken
+only by media edits and uploads, where the bytes sent, not the client's CPU, set the cost.
+
+    form = Form()
+    form.add_field("prompt", "a cat")
+    form.add_file("image", ReferencePart(reference, mime), filename="a.png", content_type=mime)
+    await upstream.request("POST", url, form, uploads=parts)   # its content type set from it
 """
 
 from __future__ import annotations
@@ -15,10 +20,30 @@ from providers.http import merged_headers
 from providers.http1 import Timeouts
 from providers.options import HttpOptions
 
-__all__ = ["Upload", "new_session", "read_answer", "upload_timeout"]
+__all__ = ["Form", "new_session", "read_answer", "upload_timeout"]
 
-Upload = aiohttp.Payload | aiohttp.FormData
-"""A body sent as it is read: a multipart form, a reference streamed from the store."""
+
+class Form:
+    """A multipart/form-data body: text fields and files (bytes, or a `ReferencePart` read
+    while it is sent). Sent once: a streamed body cannot be sent again."""
+
+    __slots__ = ("_form",)
+
+    def __init__(self) -> None:
+        self._form = aiohttp.FormData()
+
+    def add_field(self, name: str, value: str) -> None:
+        self._form.add_field(name, value)
+
+    def add_file(
+        self, name: str, data: bytes | aiohttp.Payload, *, filename: str, content_type: str
+    ) -> None:
+        """A file part; `data` is its bytes or a `providers.reference_part.ReferencePart`."""
+        self._form.add_field(name, data, filename=filename, content_type=content_type)
+
+    def payload(self) -> aiohttp.Payload:
+        """The body as aiohttp writes it (its `content_type` carries the boundary)."""
+        return self._form()
 
 
 def new_session(options: HttpOptions, headers: Mapping[str, str]) -> aiohttp.ClientSession:

@@ -61,7 +61,7 @@ from providers.options import HttpOptions
 from providers.reference_part import ReferencePart, source_error
 from providers.secrets import SecretSink
 from providers.status import error_for_response
-from providers.uploads import Upload, new_session, read_answer, upload_timeout
+from providers.uploads import Form, new_session, read_answer, upload_timeout
 
 __all__ = [
     "NOT_A_STREAM",
@@ -167,7 +167,7 @@ class Upstream:
         self,
         method: str,
         url: URL,
-        body: bytes | Upload | None = None,
+        body: bytes | Form | None = None,
         *,
         headers: Mapping[str, str] | None = None,
         timeouts: Timeouts | None = None,
@@ -177,7 +177,7 @@ class Upstream:
     ) -> bytes:
         """The 2xx answer's body (at most `max_bytes`); else the error `errors` (or the
         upstream's reader) makes of it. `timeouts` replace the upstream's for this call; a
-        streamed body (`providers.uploads.Upload`: a form, a reference) goes through aiohttp."""
+        multipart `providers.uploads.Form` goes through its aiohttp session."""
         sent = headers
         if self._sign is not None:
             sent = await _signed(self._sign, method, url, headers, body)
@@ -190,7 +190,7 @@ class Upstream:
             status == 401
             and renews is not None
             and sent is not None
-            and not isinstance(body, aiohttp.Payload)
+            and not isinstance(body, Form)
             and renews.refused(sent)
         ):
             sent = await _signed(renews, method, url, headers, body)
@@ -205,14 +205,14 @@ class Upstream:
         self,
         method: str,
         url: URL,
-        body: bytes | Upload | None,
+        body: bytes | Form | None,
         headers: Mapping[str, str] | None,
         timeouts: Timeouts,
         max_bytes: int,
         uploads: Sequence[ReferencePart],
     ) -> tuple[int, bytes, Response | aiohttp.ClientResponse]:
         """(status, body, the answer for its headers) of one request."""
-        if body is not None and not isinstance(body, bytes):
+        if isinstance(body, Form):
             return await self._upload(method, url, body, headers, timeouts, max_bytes, uploads)
         try:
             response = await self._client.request(
@@ -230,7 +230,7 @@ class Upstream:
         self,
         method: str,
         url: URL,
-        body: Upload,
+        body: Form,
         headers: Mapping[str, str] | None,
         timeouts: Timeouts,
         max_bytes: int,
@@ -240,9 +240,13 @@ class Upstream:
         if session is None:
             session = self._uploads = new_session(self._options, self._headers)
         timeout = upload_timeout(timeouts, self._options.connect_timeout_seconds)
+        payload = body.payload()
+        sent = {**headers, "Content-Type": payload.content_type} if headers else None
+        if sent is None:
+            sent = {"Content-Type": payload.content_type}  # over the upstream's JSON default
         try:
             response = await session.request(
-                method, url, data=body, headers=headers, timeout=timeout
+                method, url, data=payload, headers=sent, timeout=timeout
             )
             try:
                 raw = await read_answer(response, max_bytes)
@@ -314,7 +318,7 @@ async def _signed(
     method: str,
     url: URL,
     headers: Mapping[str, str] | None,
-    body: bytes | Upload | None,
+    body: bytes | Form | None,
 ) -> dict[str, str]:
     """The call's headers with what `sign` adds (a copy: the caller's stay as they were)."""
     signed = dict(headers) if headers else {}

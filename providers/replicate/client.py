@@ -25,9 +25,7 @@ import asyncio
 import base64
 import contextlib
 from collections.abc import Sequence
-from typing import Any
 
-import aiohttp
 import msgspec
 from yarl import URL
 
@@ -56,6 +54,7 @@ from providers.replicate.translate import (
     prediction_input,
 )
 from providers.secrets import SecretSink
+from providers.uploads import Form
 from providers.upstream import Timeouts, Upstream, key_header
 
 __all__ = ["ReplicateProvider", "create"]
@@ -147,10 +146,10 @@ class ReplicateProvider:
         if reference.size_bytes <= self._options.inline_reference_max_bytes:
             data = await reference.read()
             return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
-        form = aiohttp.FormData()
+        form = Form()
         extension = mime.rpartition("/")[2].removeprefix("x-") or "bin"
         part = ReferencePart(reference, mime)
-        form.add_field("content", part, filename=f"reference.{extension}", content_type=mime)
+        form.add_file("content", part, filename=f"reference.{extension}", content_type=mime)
         raw = await self._call("POST", self._options.url("/files"), form, uploads=(part,))
         return decode(raw, UploadedFile, "file upload answer").urls.get
 
@@ -187,7 +186,11 @@ class ReplicateProvider:
             )
 
     async def _call(
-        self, method: str, url: URL, data: Any = None, uploads: Sequence[ReferencePart] = ()
+        self,
+        method: str,
+        url: URL,
+        data: bytes | Form | None = None,
+        uploads: Sequence[ReferencePart] = (),
     ) -> bytes:
         """One request; the key only goes to the API's origin; non-2xx raises."""
         same_origin = url.origin() == self._origin

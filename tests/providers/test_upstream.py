@@ -21,6 +21,7 @@ from providers.errors import (
 from providers.http import read_body
 from providers.http1 import ConnectFailed
 from providers.reference_part import ReferencePart
+from providers.uploads import Form
 from providers.upstream import NOT_A_STREAM, Timeouts
 from tests.providers.references import ReferenceSource, SourceBroke
 from tests.providers.upstream_server import JSON, Reply, run, serving
@@ -131,10 +132,10 @@ def test_a_reference_that_fails_mid_upload_is_raised_as_it_was() -> None:
     source = ReferenceSource()
     source.fail_after = 300_000
 
-    def form(part: ReferencePart) -> aiohttp.Payload:
-        data = aiohttp.FormData()
-        data.add_field("file", part, filename="a.bin", content_type="application/octet-stream")
-        return data()
+    def form(part: ReferencePart) -> Form:
+        data = Form()
+        data.add_file("file", part, filename="a.bin", content_type="application/octet-stream")
+        return data
 
     async def test() -> None:
         async with serving() as (_, options, upstream):
