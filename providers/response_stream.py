@@ -16,10 +16,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, NoReturn, Self
 
-import aiohttp
-
 from providers.base import Usage
 from providers.errors import ProviderError
+from providers.http1 import Response
 
 __all__ = ["QueuedStream", "ResponseStream"]
 
@@ -30,9 +29,9 @@ class ResponseStream:
 
     __slots__ = ("_ended", "_head", "_response", "_usage")
 
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
+    def __init__(self, response: Response) -> None:
         self._usage: Usage | None = None
-        self._response: aiohttp.ClientResponse | None = response
+        self._response: Response | None = response
         self._head: dict[str, Any] | None = None
         self._ended = False
 
@@ -85,7 +84,7 @@ class ResponseStream:
         """The next chunk; StopAsyncIteration at a proper end; ProviderError otherwise."""
         raise NotImplementedError
 
-    def _clean_end(self, response: aiohttp.ClientResponse) -> bool:
+    def _clean_end(self, response: Response) -> bool:
         """True when the response was read to a proper end (its connection can be reused)."""
         return False
 
@@ -103,7 +102,7 @@ class QueuedStream(ResponseStream):
 
     __slots__ = ("_failure", "_queue")
 
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
+    def __init__(self, response: Response) -> None:
         super().__init__(response)
         self._queue: deque[dict[str, Any]] = deque()
         self._failure: ProviderError | None = None

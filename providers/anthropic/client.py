@@ -1,4 +1,4 @@
-"""The Anthropic chat provider: one pooled aiohttp session per upstream, `POST /messages`.
+"""The Anthropic chat provider: one connection pool per upstream, `POST /messages`.
 
 Headers, URL, timeouts and decoders are built once in `create()`; a call costs one request
 translation, one msgspec encode, one pooled POST and one decode. The session, its calls, the

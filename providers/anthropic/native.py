@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Any, Self
 
-import aiohttp
 import msgspec
 
 from providers.anthropic.errors import error_event
@@ -26,6 +25,7 @@ from providers.anthropic.wire import ErrorObject
 from providers.base import ChatCompletion, Usage
 from providers.errors import ProviderError
 from providers.http import TRANSPORT_ERRORS, transport_error
+from providers.http1 import Response
 from providers.response_stream import QueuedStream
 from providers.sse import SSEDecoder
 
@@ -140,7 +140,7 @@ class NativeEventStream(QueuedStream):
         "_stopped",
     )
 
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
+    def __init__(self, response: Response) -> None:
         super().__init__(response)
         self._decoder = SSEDecoder()
         self._counts: dict[str, int] = {}
@@ -174,8 +174,8 @@ class NativeEventStream(QueuedStream):
             return None
         return usage_of(self._counts, (self._delivered + 3) // 4, partial=True)
 
-    def _clean_end(self, response: aiohttp.ClientResponse) -> bool:
-        return self._finished and response.content.is_eof()
+    def _clean_end(self, response: Response) -> bool:
+        return self._finished and response.at_eof()
 
     async def _fill(self) -> None:
         """Read until an event is queued, a failure is kept, or the stream ended."""
@@ -187,7 +187,7 @@ class NativeEventStream(QueuedStream):
                 self._ended = True
                 return
             try:
-                data = await response.content.readany()
+                data = await response.read_chunk()
             except TRANSPORT_ERRORS as exc:
                 raise transport_error(exc) from exc
             raw_events = self._decoder.feed(data) if data else self._decoder.flush()

@@ -1,4 +1,4 @@
-"""One streamed call: Anthropic SSE events from an open aiohttp response -> chunk dicts.
+"""One streamed call: Anthropic SSE events from an open upstream response -> chunk dicts.
 
 Each read is translated whole into a queue of chunks, so `ready()` is exact (a read that held
 only `ping` or `content_block_stop` queues nothing). A failure met while translating (an error
@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from typing import Self
 
-import aiohttp
-
 from providers.anthropic.translate import StreamTranslator
 from providers.base import Usage
 from providers.errors import ProviderError
 from providers.http import TRANSPORT_ERRORS, transport_error
+from providers.http1 import Response
 from providers.response_stream import QueuedStream
 from providers.sse import SSEDecoder
 
@@ -32,7 +31,7 @@ class AnthropicChatStream(QueuedStream):
 
     __slots__ = ("_decoder", "_translator")
 
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
+    def __init__(self, response: Response) -> None:
         super().__init__(response)
         self._decoder = SSEDecoder()
         self._translator = StreamTranslator()
@@ -54,8 +53,8 @@ class AnthropicChatStream(QueuedStream):
         """The final counts, or those of a stream cut short (`StreamTranslator.usage_so_far`)."""
         return self._translator.usage_so_far()
 
-    def _clean_end(self, response: aiohttp.ClientResponse) -> bool:
-        return self._translator.finished and response.content.is_eof()
+    def _clean_end(self, response: Response) -> bool:
+        return self._translator.finished and response.at_eof()
 
     async def _fill(self) -> None:
         """Read until a chunk is queued, a failure is kept, or the stream ended."""
@@ -68,7 +67,7 @@ class AnthropicChatStream(QueuedStream):
                 self._ended = True
                 return
             try:
-                data = await response.content.readany()
+                data = await response.read_chunk()
             except TRANSPORT_ERRORS as exc:
                 raise transport_error(exc) from exc
             events = decoder.feed(data) if data else decoder.flush()

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import aiohttp
-
 from providers.base import Usage
 from providers.bedrock.errors import exception_event
 from providers.bedrock.eventstream import EventStreamDecoder, Message
 from providers.bedrock.translate import StreamTranslator
 from providers.errors import ProviderError
 from providers.http import TRANSPORT_ERRORS, transport_error
+from providers.http1 import Response
 from providers.response_stream import ResponseStream
 
 __all__ = ["BedrockChatStream"]
@@ -35,7 +34,7 @@ class BedrockChatStream(ResponseStream):
 
     __slots__ = ("_decoder", "_eof", "_pending", "_ready", "_translator")
 
-    def __init__(self, response: aiohttp.ClientResponse, model: str) -> None:
+    def __init__(self, response: Response, model: str) -> None:
         super().__init__(response)
         self._decoder = EventStreamDecoder()
         self._translator = StreamTranslator(model)
@@ -51,7 +50,7 @@ class BedrockChatStream(ResponseStream):
         """The counts of the `metadata` event (Bedrock reports none before it)."""
         return self._translator.usage
 
-    def _clean_end(self, response: aiohttp.ClientResponse) -> bool:
+    def _clean_end(self, response: Response) -> bool:
         return self._eof and not self._decoder.pending
 
     async def _next_chunk(self) -> dict[str, Any]:
@@ -84,7 +83,7 @@ class BedrockChatStream(ResponseStream):
             if response is None:  # aclose() from elsewhere while we were reading
                 raise StopAsyncIteration
             try:
-                data = await response.content.readany()
+                data = await response.read_chunk()
             except TRANSPORT_ERRORS as exc:
                 raise transport_error(exc) from exc
             if data:

@@ -1,4 +1,4 @@
-"""The Gemini chat provider: one pooled aiohttp session per upstream, `generateContent`.
+"""The Gemini chat provider: one connection pool per upstream, `generateContent`.
 
 What does not change per request (headers, timeouts, the two URLs of each model, the
 options' extras) is built once, so a call costs one translation, one msgspec encode, one

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import aiohttp
-
 from providers.base import Usage
 from providers.errors import ProviderError
 from providers.gemini.translate import StreamTranslator
 from providers.http import TRANSPORT_ERRORS, transport_error
+from providers.http1 import Response
 from providers.response_stream import ResponseStream
 from providers.sse import SSEDecoder
 
@@ -32,7 +31,7 @@ class GeminiChatStream(ResponseStream):
 
     __slots__ = ("_decoder", "_eof", "_pending", "_ready", "_translator")
 
-    def __init__(self, response: aiohttp.ClientResponse, model: str) -> None:
+    def __init__(self, response: Response, model: str) -> None:
         super().__init__(response)
         self._decoder = SSEDecoder()
         self._translator = StreamTranslator(model)
@@ -48,7 +47,7 @@ class GeminiChatStream(ResponseStream):
         """The final counts, or those of a stream cut short (`StreamTranslator.usage_so_far`)."""
         return self._translator.usage_so_far()
 
-    def _clean_end(self, response: aiohttp.ClientResponse) -> bool:
+    def _clean_end(self, response: Response) -> bool:
         return self._eof
 
     async def _next_chunk(self) -> dict[str, Any]:
@@ -79,7 +78,7 @@ class GeminiChatStream(ResponseStream):
                     raise StopAsyncIteration
                 return tail
             try:
-                data = await response.content.readany()
+                data = await response.read_chunk()
             except TRANSPORT_ERRORS as exc:
                 raise transport_error(exc) from exc
             if data:

@@ -1,5 +1,5 @@
 """The OpenAI-compatible provider: chat, and the Images API (`providers.openai.images`), on one
-pooled aiohttp session per upstream.
+connection pool per upstream.
 
 Everything that does not change per request (URL, headers, timeouts, encoder) is built once in
 `create()`, so a call costs one msgspec encode, one pooled POST and one decode. The session,

@@ -1,12 +1,13 @@
-"""The OpenAI Images API behind `providers.base.ImageProvider`, on the chat provider's session.
+"""The OpenAI Images API behind `providers.base.ImageProvider`, on the chat provider's upstream.
 
     text_to_image    POST {base_url}/images/generations   JSON
     image_to_image   POST {base_url}/images/edits         multipart/form-data, one part per
                                                            reference (`image[]`, `image-N.png`)
 
-An edit's references are streamed into the request from the gateway's store while aiohttp
-writes it (`providers.reference_part`): one chunk in memory at a time, their lengths announced
-(the request has a Content-Length), so 16 references of 20 MiB cost no more than one small one.
+An edit's references are streamed into the request from the gateway's store while it is
+written (`providers.uploads.Form`, `providers.reference_part`): one chunk in memory at a time,
+their lengths announced (the request has a Content-Length), so 16 references of 20 MiB cost no
+more than one small one.
 
 What is sent depends on the upstream model's family (its name; unknown names are taken as
 gpt-image, the shape OpenAI-compatible servers copy):
@@ -41,7 +42,6 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 import msgspec
 from PIL import Image
 
@@ -52,7 +52,8 @@ from providers.openai.errors import error_event
 from providers.openai.options import Options
 from providers.reference_part import ReferencePart
 from providers.status import error_for_response, message_from_error
-from providers.upstream import Upstream
+from providers.uploads import Form
+from providers.upstream import Timeouts, Upstream
 
 __all__ = ["OpenAIImages", "image_dimensions", "image_size"]
 
@@ -218,8 +219,8 @@ class OpenAIImages:
         self._upstream = upstream
         self._generations = options.url("/images/generations")
         self._edits = options.url("/images/edits")
-        self._timeout = aiohttp.ClientTimeout(
-            total=options.image_timeout_seconds, sock_connect=options.connect_timeout_seconds
+        self._timeout = Timeouts(
+            total=options.image_timeout_seconds, connect=options.connect_timeout_seconds
         )
         self._quality = options.image_quality
         self._output_format = options.image_output_format
@@ -268,26 +269,24 @@ class OpenAIImages:
         fields: dict[str, Any],
         files: list[tuple[str, str, MediaInput]] | None,
     ) -> bytes:
-        data: bytes | aiohttp.Payload
+        data: bytes | Form
         parts: list[ReferencePart] = []
         if files is None:
-            url, data, headers = self._generations, msgspec.json.encode(fields), None
+            url, data = self._generations, msgspec.json.encode(fields)
         else:
-            form = aiohttp.FormData()
+            form = Form()
             for name, value in fields.items():
                 form.add_field(name, str(value))
             for filename, mime, reference in files:
                 parts.append(ReferencePart(reference, mime))
-                form.add_field(
+                form.add_file(
                     family.edit_field or "image", parts[-1], filename=filename, content_type=mime
                 )
-            url, data = self._edits, form()
-            headers = {"Content-Type": data.content_type}  # over the session's JSON default
+            url, data = self._edits, form  # sent with its own content type
         return await self._upstream.request(
             "POST",
             url,
             data,
-            headers=headers,
             timeouts=self._timeout,
             max_bytes=MAX_MEDIA_BYTES,
             errors=_error,

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import Any, Self
 
-import aiohttp
 import msgspec
 
 from providers.base import ChatCompletion, Usage
 from providers.errors import ProviderError
 from providers.http import TRANSPORT_ERRORS, transport_error
+from providers.http1 import Response
 from providers.response_stream import QueuedStream
 from providers.sse import SSEDecoder
 from providers.status import message_from_error
@@ -80,7 +80,7 @@ class ResponseEventStream(QueuedStream):
 
     __slots__ = ("_decoder", "_delivered", "_finished", "_started", "_usage_body")
 
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
+    def __init__(self, response: Response) -> None:
         super().__init__(response)
         self._decoder = SSEDecoder()
         self._delivered = 0
@@ -110,8 +110,8 @@ class ResponseEventStream(QueuedStream):
             return None
         return usage_of(None, (self._delivered + 3) // 4, partial=True)
 
-    def _clean_end(self, response: aiohttp.ClientResponse) -> bool:
-        return self._finished and response.content.is_eof()
+    def _clean_end(self, response: Response) -> bool:
+        return self._finished and response.at_eof()
 
     async def _fill(self) -> None:
         events = self._queue
@@ -122,7 +122,7 @@ class ResponseEventStream(QueuedStream):
                 self._ended = True
                 return
             try:
-                data = await response.content.readany()
+                data = await response.read_chunk()
             except TRANSPORT_ERRORS as exc:
                 raise transport_error(exc) from exc
             raw_events = self._decoder.feed(data) if data else self._decoder.flush()

@@ -1,4 +1,4 @@
-"""One streamed call: SSE bytes from an open aiohttp response -> chunk dicts, as they arrive.
+"""One streamed call: SSE bytes from an open upstream response -> chunk dicts, as they arrive.
 
 The first chunk is read before `start()` returns, so anything that fails before it (bad
 status, refused connection, an error event, a stream that ends at once) raises from
@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import aiohttp
-
 from providers.errors import ProviderError
 from providers.http import TRANSPORT_ERRORS, transport_error
+from providers.http1 import Response
 from providers.openai.translate import StreamTranslator
 from providers.response_stream import ResponseStream
 from providers.sse import SSEDecoder
@@ -29,7 +28,7 @@ class OpenAIChatStream(ResponseStream):
 
     __slots__ = ("_decoder", "_pending", "_translator")
 
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
+    def __init__(self, response: Response) -> None:
         super().__init__(response)
         self._decoder = SSEDecoder()
         self._translator = StreamTranslator()
@@ -38,8 +37,8 @@ class OpenAIChatStream(ResponseStream):
     def ready(self) -> bool:
         return self._head is not None or bool(self._pending) or self._decoder.done
 
-    def _clean_end(self, response: aiohttp.ClientResponse) -> bool:
-        return self._decoder.done and response.content.is_eof()
+    def _clean_end(self, response: Response) -> bool:
+        return self._decoder.done and response.at_eof()
 
     async def _next_chunk(self) -> dict[str, Any]:
         """The next chunk; StopAsyncIteration at a proper end; ProviderError otherwise."""
@@ -59,7 +58,7 @@ class OpenAIChatStream(ResponseStream):
             if response is None:  # aclose() from elsewhere while we were reading
                 raise StopAsyncIteration
             try:
-                data = await response.content.readany()
+                data = await response.read_chunk()
             except TRANSPORT_ERRORS as exc:
                 raise transport_error(exc) from exc
             if data:

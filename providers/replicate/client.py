@@ -25,9 +25,7 @@ import asyncio
 import base64
 import contextlib
 from collections.abc import Sequence
-from typing import Any
 
-import aiohttp
 import msgspec
 from yarl import URL
 
@@ -39,7 +37,7 @@ from providers.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
-from providers.http import MAX_MEDIA_BYTES, TRANSPORT_ERRORS
+from providers.http import MAX_MEDIA_BYTES
 from providers.reference_part import ReferencePart
 from providers.replicate.audio import probe_audio
 from providers.replicate.options import Options
@@ -56,7 +54,8 @@ from providers.replicate.translate import (
     prediction_input,
 )
 from providers.secrets import SecretSink
-from providers.upstream import Upstream, key_header
+from providers.uploads import Form
+from providers.upstream import Timeouts, Upstream, key_header
 
 __all__ = ["ReplicateProvider", "create"]
 
@@ -90,7 +89,7 @@ class ReplicateProvider:
         self._auth = auth  # sent to the API's origin only
         self._json = {**auth, "Content-Type": "application/json"}
         self._origin = options.url("").origin()
-        self._cancel_timeout = aiohttp.ClientTimeout(total=_CANCEL_SECONDS)
+        self._cancel_timeout = Timeouts(total=_CANCEL_SECONDS)
 
     async def generate_music(self, request: MusicRequest, control: TaskControl) -> MusicResult:
         options = self._options
@@ -147,10 +146,10 @@ class ReplicateProvider:
         if reference.size_bytes <= self._options.inline_reference_max_bytes:
             data = await reference.read()
             return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
-        form = aiohttp.FormData()
+        form = Form()
         extension = mime.rpartition("/")[2].removeprefix("x-") or "bin"
         part = ReferencePart(reference, mime)
-        form.add_field("content", part, filename=f"reference.{extension}", content_type=mime)
+        form.add_file("content", part, filename=f"reference.{extension}", content_type=mime)
         raw = await self._call("POST", self._options.url("/files"), form, uploads=(part,))
         return decode(raw, UploadedFile, "file upload answer").urls.get
 
@@ -181,14 +180,17 @@ class ReplicateProvider:
     async def _cancel(self, prediction_id: str) -> None:
         """Best effort: the task is ending anyway, so a failure here is only logged upstream."""
         url = self._options.url(f"/predictions/{prediction_id}/cancel")
-        with contextlib.suppress(*TRANSPORT_ERRORS):
-            async with self._upstream.session.post(
-                url, headers=self._auth, timeout=self._cancel_timeout
-            ):
-                pass
+        with contextlib.suppress(ProviderError):  # whatever the answer, the task is ending
+            await self._upstream.request(
+                "POST", url, b"", headers=self._auth, timeouts=self._cancel_timeout
+            )
 
     async def _call(
-        self, method: str, url: URL, data: Any = None, uploads: Sequence[ReferencePart] = ()
+        self,
+        method: str,
+        url: URL,
+        data: bytes | Form | None = None,
+        uploads: Sequence[ReferencePart] = (),
     ) -> bytes:
         """One request; the key only goes to the API's origin; non-2xx raises."""
         same_origin = url.origin() == self._origin

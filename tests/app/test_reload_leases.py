@@ -125,7 +125,7 @@ def test_a_task_spanning_a_reload_keeps_its_provider_until_it_ends(tmp_path: Pat
             polls = fake.created[0].polls
             # The grace runs out many times over while the task keeps polling its upstream.
             await until(lambda: fake.created[0].polls >= polls + 10, "polls after the grace")
-            assert not old._upstream.session.closed
+            assert not old._upstream.closed
             assert len(rt.generations) == 2 and first.router.leases.count == 1
             fake.created[0].job = Job(steps=PROCESSING[:1])  # it ends at the next poll
             task = accepted.task
@@ -142,9 +142,9 @@ def test_a_task_spanning_a_reload_keeps_its_provider_until_it_ends(tmp_path: Pat
                     break
                 await asyncio.sleep(0.01)
             assert seen == "succeeded"
-            await until(lambda: old._upstream.session.closed, "the old provider to close")
+            await until(lambda: old._upstream.closed, "the old provider to close")
             assert len(rt.generations) == 1 and first.router.leases.count == 0
-            assert not rt.current.providers["music"]._upstream.session.closed  # type: ignore[union-attr]
+            assert not rt.current.providers["music"]._upstream.closed  # type: ignore[union-attr]
 
     run(test)
 
@@ -180,12 +180,12 @@ def test_a_stream_spanning_a_reload_keeps_its_provider_until_it_is_closed(
             async with asyncio.timeout(30):  # a read on a closed session never ends
                 frames = b"".join([frame async for frame in outcome.events.events()])
             assert b"data: [DONE]" in frames and b'"error"' not in frames
-            assert not old._upstream.session.closed
+            assert not old._upstream.closed
             await reload(rt, tmp_path / "g.toml", 3)  # the second generation, unused, goes
             await until(lambda: len(rt.generations) == 2, "the unused generation to close")
             assert first.router.leases.count == 1  # the edge has not closed the stream yet
             await outcome.events.close()
-            await until(lambda: old._upstream.session.closed, "the streamed provider to close")
+            await until(lambda: old._upstream.closed, "the streamed provider to close")
             assert len(rt.generations) == 1
 
     run(test)

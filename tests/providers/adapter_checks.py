@@ -8,11 +8,11 @@ import socket
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-import aiohttp
 import pytest
 
 from providers.base import ChatProvider, ChatStream
 from providers.errors import UpstreamUnavailable
+from providers.http1 import ConnectFailed
 
 __all__ = ["assert_refused_is_unavailable", "drain", "refused_url", "run"]
 
@@ -44,6 +44,6 @@ async def assert_refused_is_unavailable(
         for call in (provider.complete, provider.stream):
             with pytest.raises(UpstreamUnavailable) as caught:
                 await call(body)
-            assert isinstance(caught.value.__cause__, aiohttp.ClientConnectorError)
+            assert isinstance(caught.value.__cause__, ConnectFailed)
     finally:
         await provider.close()

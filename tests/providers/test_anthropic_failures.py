@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import aiohttp
 import pytest
 
 from providers.anthropic import Options, create
@@ -16,6 +15,7 @@ from providers.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from providers.http1 import BrokenBody
 from tests.fakes.anthropic_upstream import (
     DEFAULT_TEXT,
     Disconnect,
@@ -103,7 +103,7 @@ def test_stream_broken_off_raises_after_the_chunks_that_arrived() -> None:
                 await drain(stream, received)
             await stream.aclose()
             assert type(caught.value) is ProviderError
-            assert isinstance(caught.value.__cause__, aiohttp.ClientPayloadError)
+            assert isinstance(caught.value.__cause__, BrokenBody)
             assert reassemble(received)["content"] == "Hello from the"
             await provider.complete(BODY)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import aiohttp
 import msgspec
 import pytest
 
@@ -17,6 +16,7 @@ from providers.errors import (
     UpstreamUnavailable,
 )
 from providers.gemini import Options, create
+from providers.http1 import BrokenBody
 from providers.status import message_from_body
 from tests.fakes.gemini_upstream import (
     Disconnect,
@@ -196,7 +196,7 @@ def test_stream_broken_off_or_ended_early() -> None:
                 await drain(stream, received)
             await stream.aclose()
             assert type(caught.value) is ProviderError
-            assert isinstance(caught.value.__cause__, aiohttp.ClientPayloadError)
+            assert isinstance(caught.value.__cause__, BrokenBody)
             assert (
                 "".join(c["choices"][0]["delta"]["content"] for c in received) == "Hello from the"
             )

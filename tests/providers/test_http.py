@@ -1,14 +1,16 @@
-"""The shared session and transport-error mapping against a real local aiohttp server.
+"""The upstream client's pool, headers, timeouts and transport-error mapping against a real
+local aiohttp server.
 
 The server answers properly, or stalls, drops the connection, cuts its body short, or writes
 bytes that are not HTTP, by taking over the socket. Each failure must come out of
 `except TRANSPORT_ERRORS: raise transport_error(exc) from exc` as the right provider error,
-with the aiohttp exception as its cause.
+with the client's exception as its cause.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
@@ -18,14 +20,26 @@ import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from yarl import URL
 
 from providers.errors import ProviderError, UpstreamTimeout, UpstreamUnavailable
 from providers.http import (
     TRANSPORT_ERRORS,
-    new_session,
+    call_timeouts,
+    merged_headers,
     read_body,
-    stream_timeout,
+    stream_timeouts,
     transport_error,
+)
+from providers.http1 import (
+    BadAnswer,
+    BrokenBody,
+    Client,
+    ConnectFailed,
+    Disconnected,
+    Response,
+    Timeouts,
+    TLSFailed,
 )
 from providers.options import HttpOptions
 
@@ -96,14 +110,32 @@ class Upstream:
         return handler
 
 
+class Session:
+    """A client set up from options as `providers.upstream` sets it up."""
+
+    def __init__(self, options: HttpOptions, headers: dict[str, str]) -> None:
+        self.client = Client(
+            merged_headers(options, headers),
+            max_connections=options.max_connections,
+            connect_timeout=options.connect_timeout_seconds,
+        )
+        self.timeouts = call_timeouts(options)
+
+    async def get(self, url: str, timeouts: Timeouts | None = None) -> Response:
+        return await self.client.request("GET", URL(url), b"", timeouts or self.timeouts)
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
 @asynccontextmanager
-async def serving(**options: Any) -> AsyncIterator[tuple[Upstream, str, aiohttp.ClientSession]]:
-    """The upstream on a free port, and a shared-setup session for it; both closed after."""
+async def serving(**options: Any) -> AsyncIterator[tuple[Upstream, str, Session]]:
+    """The upstream on a free port, and a client for it set up the shared way; both closed."""
     upstream = Upstream()
     server = TestServer(upstream.app(), handler_cancellation=True, shutdown_timeout=0.1)
     await server.start_server()
     base_url = str(server.make_url(""))
-    session = new_session(HttpOptions(base_url=base_url, **options), {"Accept": "*/*"})
+    session = Session(HttpOptions(base_url=base_url, **options), {"Accept": "*/*"})
     try:
         yield upstream, base_url, session
     finally:
@@ -111,11 +143,14 @@ async def serving(**options: Any) -> AsyncIterator[tuple[Upstream, str, aiohttp.
         await server.close()
 
 
-async def fetch(session: aiohttp.ClientSession, url: str, **kwargs: Any) -> bytes:
+async def fetch(session: Session, url: str) -> bytes:
     """What an adapter does at the boundary."""
     try:
-        async with session.get(url, **kwargs) as response:
-            return await response.read()
+        response = await session.get(url)
+        try:
+            return await read_body(response, 1_000_000)
+        finally:
+            response.release()
     except TRANSPORT_ERRORS as exc:
         raise transport_error(exc) from exc
 
@@ -129,10 +164,9 @@ def test_the_session_sends_the_adapter_headers_and_extra_headers_win() -> None:
                 extra_headers={"content-type": "text/x-override", "OpenAI-Organization": "org"},
             )
             adapter_headers = {"Content-Type": "application/json", "Authorization": "Bearer k"}
-            session = new_session(options, adapter_headers)
+            session = Session(options, adapter_headers)
             try:
-                async with session.get(options.url("/echo")) as response:
-                    seen: list[list[str]] = await response.json()
+                seen: list[list[str]] = json.loads(await fetch(session, str(options.url("/echo"))))
             finally:
                 await session.close()
             assert ["authorization", "Bearer k"] in seen
@@ -179,16 +213,16 @@ def test_a_stalled_stream_read_is_a_timeout() -> None:
     async def test() -> None:
         options: dict[str, Any] = {"timeout_seconds": 0.2, "stream_read_timeout_seconds": 0.3}
         async with serving(**options) as (_, base_url, session):
-            timeout = stream_timeout(HttpOptions(base_url=base_url, **options))
-            assert (timeout.total, timeout.sock_read) == (None, 0.3)
-            response = await session.get(base_url + "/stall-body", timeout=timeout)
+            timeout = stream_timeouts(HttpOptions(base_url=base_url, **options))
+            assert (timeout.total, timeout.read) == (None, 0.3)
+            response = await session.get(base_url + "/stall-body", timeout)
             try:
                 # Longer than timeout_seconds: a stream has no total, only a per-read limit.
                 await asyncio.sleep(0.25)
-                assert await response.content.readany() == b"data: first\n\n"
+                assert await response.read_chunk() == b"data: first\n\n"
                 with pytest.raises(UpstreamTimeout) as caught:
                     try:
-                        await response.content.readany()
+                        await response.read_chunk()
                     except TRANSPORT_ERRORS as exc:
                         raise transport_error(exc) from exc
                 assert isinstance(caught.value.__cause__, TimeoutError)
@@ -201,9 +235,9 @@ def test_a_stalled_stream_read_is_a_timeout() -> None:
 @pytest.mark.parametrize(
     ("path", "cause", "message"),
     [
-        ("/drop", aiohttp.ServerDisconnectedError, "closed the connection before answering"),
-        ("/garbage", aiohttp.ClientResponseError, "not valid HTTP"),
-        ("/truncated", aiohttp.ClientPayloadError, "broke off its answer"),
+        ("/drop", Disconnected, "closed the connection before answering"),
+        ("/garbage", BadAnswer, "not valid HTTP"),
+        ("/truncated", BrokenBody, "broke off its answer"),
     ],
 )
 def test_broken_answers_are_provider_errors(
@@ -227,11 +261,11 @@ def test_refused_connection_is_unavailable() -> None:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
         base_url = f"http://127.0.0.1:{port}"
-        session = new_session(HttpOptions(base_url=base_url), {})
+        session = Session(HttpOptions(base_url=base_url), {})
         try:
             with pytest.raises(UpstreamUnavailable) as caught:
                 await fetch(session, base_url + "/slow")
-            assert isinstance(caught.value.__cause__, aiohttp.ClientConnectorError)
+            assert isinstance(caught.value.__cause__, ConnectFailed)
         finally:
             await session.close()
 
@@ -244,7 +278,7 @@ def test_tls_to_a_plain_http_server_is_a_provider_error() -> None:
             with pytest.raises(ProviderError, match="TLS") as caught:
                 await fetch(session, base_url.replace("http://", "https://") + "/slow")
             assert type(caught.value) is ProviderError
-            assert isinstance(caught.value.__cause__, aiohttp.ClientSSLError)
+            assert isinstance(caught.value.__cause__, TLSFailed)
 
     run(test)
 
@@ -258,6 +292,8 @@ def test_tls_to_a_plain_http_server_is_a_provider_error() -> None:
         (ConnectionResetError("reset"), ProviderError),
         (aiohttp.ClientOSError(104, "reset"), ProviderError),
         (aiohttp.InvalidURL("nope"), ProviderError),
+        (Disconnected("closed"), ProviderError),
+        (ConnectFailed("refused"), UpstreamUnavailable),
     ],
 )
 def test_transport_error_for_other_exceptions(exc: Exception, error: type[ProviderError]) -> None:
@@ -293,16 +329,18 @@ def test_read_body_refuses_an_answer_past_its_bound(path: str) -> None:
         app.router.add_get("/big-chunked", chunked)
         app.router.add_get("/small-chunked", chunked)
         app.router.add_get("/big-sized", sized)
-        async with (
-            TestServer(app, handler_cancellation=True, shutdown_timeout=0.1) as server,
-            aiohttp.ClientSession() as session,
-            session.get(server.make_url(path)) as response,
-        ):
-            if path == "/small-chunked":
-                assert await read_body(response, 200_000) == b"x" * 131072
-                return
-            with pytest.raises(ProviderError, match="over 200000 bytes"):
-                await read_body(response, 200_000)
+        async with TestServer(app, handler_cancellation=True, shutdown_timeout=0.1) as server:
+            client = Client({}, max_connections=1, connect_timeout=5.0)
+            response = await client.request("GET", server.make_url(path), b"", Timeouts(total=30))
+            try:
+                if path == "/small-chunked":
+                    assert await read_body(response, 200_000) == b"x" * 131072
+                    return
+                with pytest.raises(ProviderError, match="over 200000 bytes"):
+                    await read_body(response, 200_000)
+            finally:
+                response.release()
+                await client.close()
         assert len(sent) < 1000, "the whole answer was read"
 
     run(test)

@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import aiohttp
 import msgspec
 import pytest
 
@@ -18,6 +17,7 @@ from providers.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from providers.http1 import BrokenBody
 from providers.openai import Options, create
 from providers.registry import spec_for
 from tests.fakes import Disconnect, FakeOpenAI, Reply, StreamReply, default_chunks
@@ -198,7 +198,7 @@ def test_stream_broken_off_raises_after_the_chunks_that_arrived() -> None:
                 await drain(stream, received)
             await stream.aclose()
             assert type(caught.value) is ProviderError
-            assert isinstance(caught.value.__cause__, aiohttp.ClientPayloadError)
+            assert isinstance(caught.value.__cause__, BrokenBody)
             assert received == default_chunks(STREAM_BODY, fake.text)[:3]
             await provider.complete(BODY)  # the pool recovers
 

@@ -18,8 +18,11 @@ from providers.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from providers.http import read_body
+from providers.http1 import ConnectFailed
 from providers.reference_part import ReferencePart
-from providers.upstream import NOT_A_STREAM
+from providers.uploads import Form
+from providers.upstream import NOT_A_STREAM, Timeouts
 from tests.providers.references import ReferenceSource, SourceBroke
 from tests.providers.upstream_server import JSON, Reply, run, serving
 
@@ -111,13 +114,13 @@ def test_transport_failures_are_provider_errors_with_their_cause() -> None:
         async with serving(timeout_seconds=0.2) as (server, options, upstream):
             with pytest.raises(UpstreamUnavailable) as refused:
                 await upstream.request("POST", URL(f"http://127.0.0.1:{closed}/call"), b"{}")
-            assert isinstance(refused.value.__cause__, aiohttp.ClientConnectorError)
+            assert isinstance(refused.value.__cause__, ConnectFailed)
             with pytest.raises(UpstreamTimeout) as stalled:
                 await upstream.request("POST", options.url("/stall"), b"{}")
             assert isinstance(stalled.value.__cause__, TimeoutError)
-            # A call's own timeouts replace the session's 0.2 s total.
+            # A call's own timeouts replace the upstream's 0.2 s total.
             server.replies.append(Reply(pause=0.4))
-            longer = aiohttp.ClientTimeout(total=30)
+            longer = Timeouts(total=30)
             assert await upstream.request("POST", options.url("/call"), timeouts=longer)
 
     run(test)
@@ -129,10 +132,10 @@ def test_a_reference_that_fails_mid_upload_is_raised_as_it_was() -> None:
     source = ReferenceSource()
     source.fail_after = 300_000
 
-    def form(part: ReferencePart) -> aiohttp.Payload:
-        data = aiohttp.FormData()
-        data.add_field("file", part, filename="a.bin", content_type="application/octet-stream")
-        return data()
+    def form(part: ReferencePart) -> Form:
+        data = Form()
+        data.add_file("file", part, filename="a.bin", content_type="application/octet-stream")
+        return data
 
     async def test() -> None:
         async with serving() as (_, options, upstream):
@@ -159,12 +162,32 @@ def test_a_stream_comes_back_open_and_has_no_total_timeout() -> None:
             response = await upstream.stream(options.url("/events"), b'{"stream":true}')
             try:
                 assert response.status == 200
-                assert await response.read() == b"data: one\n\ndata: two\n\n"
+                assert await read_body(response, 1000) == b"data: one\n\ndata: two\n\n"
             finally:
                 response.release()
         assert server.seen[0].method == "POST"
         assert server.seen[0].body == b'{"stream":true}'
         assert server.seen[0].headers["content-type"] == "application/json"
+
+    run(test)
+
+
+def test_a_stream_read_to_its_end_gives_its_connection_back_and_one_closed_early_does_not() -> None:
+    async def test() -> None:
+        async with serving() as (server, options, upstream):
+            read = await upstream.stream(options.url("/events"), b"{}")
+            while await read.read_chunk():
+                pass
+            assert read.at_eof()
+            read.release()
+            await upstream.request("POST", options.url("/call"), b"{}")
+            left = await upstream.stream(options.url("/events"), b"{}")
+            assert await left.read_chunk() == b"data: one\n\n"
+            left.close()  # mid-stream: the upstream sees the disconnect
+            await upstream.request("POST", options.url("/call"), b"{}")
+        ports = [seen.client_port for seen in server.seen]
+        assert ports[0] == ports[1] == ports[2]  # the stream's connection carried the call
+        assert ports[3] != ports[2]  # a stream closed early does not come back
 
     run(test)
 
@@ -224,6 +247,6 @@ def test_a_stream_that_cannot_connect_is_unavailable() -> None:
         async with serving() as (_, _options, upstream):
             with pytest.raises(UpstreamUnavailable) as caught:
                 await upstream.stream(URL(f"http://127.0.0.1:{closed}/events"), b"{}")
-            assert isinstance(caught.value.__cause__, aiohttp.ClientConnectorError)
+            assert isinstance(caught.value.__cause__, ConnectFailed)
 
     run(test)

@@ -14,6 +14,7 @@ from aiohttp.test_utils import TestServer
 from yarl import URL
 
 from providers.options import HttpOptions
+from providers.uploads import Form
 from providers.upstream import RequestSigner, Upstream, key_header
 from tests.providers.upstream_server import JSON, Server, run, serving
 
@@ -50,8 +51,9 @@ def test_a_signer_signs_every_request_over_what_is_sent() -> None:
             url = options.url("/call")
             await upstream.request("POST", url, b'{"a":1}', headers=call_headers)
             await upstream.request("GET", url)
-            multipart = aiohttp.FormData({"field": "value"})()
-            await upstream.request("POST", url, multipart, headers={"Content-Type": "x"})
+            multipart = Form()
+            multipart.add_field("field", "value")
+            await upstream.request("POST", url, multipart, headers={"X-Call": "x"})
             response = await upstream.stream(options.url("/events"), b'{"s":1}')
             response.close()
         for seen in server.seen:
