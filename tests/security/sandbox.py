@@ -75,7 +75,15 @@ class Sandbox:
         steps = [f"mount --bind {folder / 'hosts'} /etc/hosts", "ip link set lo up"]
         for address in addresses:
             bits = 32 if ip_address(address).version == 4 else 128
-            steps.append(f"ip addr add {address}/{bits} dev lo")
+            steps.append(f"ip addr add {address}/{bits} dev lo nodad")
+        # Ready once the loopback shows every address usable (not `tentative`): an address is
+        # bound by the tests right after, and one still being set up refuses the bind.
+        wanted = ["127.0.0.1", "::1", *addresses]
+        checks = " && ".join(f"ip addr show dev lo | grep -q ' {a}/'" for a in wanted)
+        steps.append(
+            f"i=0; until {{ {checks}; }} && ! ip addr show dev lo | grep -q tentative;"
+            " do i=$((i+1)); [ $i -lt 200 ] || exit 1; sleep 0.05; done"
+        )
         # `cat` holds the namespaces open until our end of its stdin closes (also if we die).
         script = " && ".join([*steps, "echo ready", "exec cat >/dev/null"])
         holder = subprocess.Popen(
