@@ -25,15 +25,20 @@ class Canaries:
         self._listeners: dict[socket.socket, str] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        for address in addresses:
-            family = socket.AF_INET if ip_address(address).version == 4 else socket.AF_INET6
-            sock = socket.socket(family, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((address, self.port))
-            sock.listen(64)
-            sock.setblocking(False)
-            self.port = sock.getsockname()[1]  # the first one picks; the others share it
-            self._listeners[sock] = address
+        try:
+            for address in addresses:
+                family = socket.AF_INET if ip_address(address).version == 4 else socket.AF_INET6
+                sock = socket.socket(family, socket.SOCK_STREAM)
+                self._listeners[sock] = address
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind((address, self.port))
+                sock.listen(64)
+                sock.setblocking(False)
+                self.port = sock.getsockname()[1]  # the first one picks; the others share it
+        except OSError:
+            for sock in self._listeners:
+                sock.close()
+            raise
         self._thread = threading.Thread(target=self._accept, name="canaries", daemon=True)
         self._thread.start()
 
