@@ -5,6 +5,7 @@ a transaction that cannot be taken fails them all and charges none."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -129,3 +130,70 @@ def test_a_settle_cancelled_before_its_turn_ends_is_not_written(
     wallet = run(store.wallet("t1"))
     assert (wallet.balance_units, wallet.held_units) == (GRANT - 101, 1_000)
     assert run(store.settle(first)) == GRANT - 201
+
+
+def test_an_admission_never_counts_a_committed_charge_and_its_hold_both(
+    store: SqliteStore, run: Run
+) -> None:
+    (first,) = _admitted(store, run, 1)  # holds 1_000, charges 100
+
+    async def main() -> list[int]:
+        available = []
+        settling = asyncio.ensure_future(store.settle(first))
+        probes = 0
+        while not settling.done():
+            probes += 1
+            probe = await store.admit(admission(f"probe{probes}"))
+            available.append(probe.available_units)
+            await asyncio.sleep(0)  # every turn of the loop, until the settle returned
+        await settling
+        return available
+
+    seen = run(main())
+    # Held before the commit, charged after it: never both (a chat refused as the wallet
+    # seemed short by the hold of a call already paid for).
+    assert GRANT - 1_000 - 100 not in seen
+    assert seen[0] == GRANT - 1_000 and seen[-1] == GRANT - 100
+
+
+def test_a_settle_cancelled_after_its_commit_lets_go_of_its_hold(
+    store: SqliteStore, run: Run
+) -> None:
+    (first,) = _admitted(store, run, 1)
+
+    async def main() -> None:
+        settling = asyncio.ensure_future(store.settle(first))
+        for _ in range(10):  # turns of the loop, until the charge is in the file
+            if (await store.wallet("t1")).balance_units != GRANT:
+                break
+            await asyncio.sleep(0)
+        assert not settling.done()
+        settling.cancel()  # its charge committed, its caller not yet resumed
+        with contextlib.suppress(asyncio.CancelledError):
+            await settling
+
+    run(main())
+    wallet = run(store.wallet("t1"))
+    assert (wallet.balance_units, wallet.held_units) == (GRANT - 100, 0)
+
+
+def test_calls_settled_one_after_another_in_one_turn_hold_only_their_charges(
+    store: SqliteStore, run: Run
+) -> None:
+    """Room for three holds of 30_000: six calls, each admitted and answered in the same turn
+    of the loop as the ones before it (a burst of short chats), are all admitted, as each
+    finished call waits in the turn's transaction for no more than its charge."""
+
+    async def call(i: int) -> AdmissionOutcome:
+        adm = admission(f"b{i}", hold=30_000)
+        outcome = (await store.admit(adm)).outcome
+        if outcome is AdmissionOutcome.ADMITTED:
+            await store.settle(settlement(adm, charge=100))
+        return outcome
+
+    async def burst() -> list[AdmissionOutcome]:
+        return await asyncio.gather(*(call(i) for i in range(6)))
+
+    assert run(burst()) == [AdmissionOutcome.ADMITTED] * 6
+    wallet = run(store.wallet("t1"))
+    assert (wallet.balance_units, wallet.held_units) == (GRANT - 600, 0)

@@ -4,8 +4,10 @@
 (the balance; with an idempotency claim and no live lease, the completed reply in the same
 statement) and no write; a wallet-bounded hold is sized from that balance in the same step
 (`gateway.store.holds`). `settle` writes only when it has something durable (the charge, a
-reply to keep), in the one transaction of its loop turn's settlements (`coalesce.py`), and lets
-go of its hold, lease and tokens in memory once that committed; `release` is memory only.
+reply to keep), in the one transaction of its loop turn's settlements (`coalesce.py`); while
+queued, its hold counts only its charge, and it lets go of its hold, lease and tokens in memory
+in the same step as the commit, so an admission never counts both a charge and its hold (nor a
+call's whole hold for the rest of the turn once it knows its charge); `release` is memory only.
 Nothing awaits between a check and its update, so each step is atomic on the event loop. Every
 time comes from the store's clock.
 """
@@ -159,15 +161,29 @@ class SqliteAdmissionArea:
             keep_reply = owner is None or owner.call_id == call_id
         if s.charge_units > 0 or keep_reply:
             entry_id = charge_id(call_id)
-            balance = await self._settles.submit(
-                lambda conn, now: ops.settle(conn, s, entry_id, keep_reply, now)
-            )
-        else:
-            balance = self._read(lambda conn: ops.balance(conn, call.tenant))
-        # The durable part is committed: now let go of what the call took (never on failure,
-        # so a settlement that raised leaves the call as it was, as one transaction would).
-        # Until then the call still holds its credits and its lease: admissions in between
-        # see less available, never more.
+            # Queued till the turn ends, the call counts as its charge, not its whole hold:
+            # admissions meanwhile see what they will see once it committed.
+            held = mem.resize_hold(call.tenant, call_id, s.charge_units)
+            try:
+                return await self._settles.submit(
+                    lambda conn, now: ops.settle(conn, s, entry_id, keep_reply, now),
+                    lambda: self._let_go(s),
+                )
+            except BaseException:
+                if held is not None:  # not written: the call holds what it held (if anything)
+                    mem.resize_hold(call.tenant, call_id, held)
+                raise
+        balance = self._read(lambda conn: ops.balance(conn, call.tenant))
+        self._let_go(s)
+        return balance
+
+    def _let_go(self, s: Settlement) -> None:
+        """What a settled call took, given back in memory: its hold, lease and tokens. Only
+        once its durable part committed (never on failure, so a settlement that raised leaves
+        the call as it was, as one transaction would), and in the same step as that commit:
+        admissions see the call's hold or its charge, never both and never neither."""
+        call, mem = s.call, self._mem
+        call_id = call.call_id
         mem.unhold(call.tenant, call_id)
         limits = call.limits
         tpm = limits.tokens_per_minute
@@ -176,9 +192,8 @@ class SqliteAdmissionArea:
             r, t = mem.levels(call.api_key_id, limits, now)
             t = buckets.reconcile(t, tpm, min(call.tokens_reserved, tpm) - s.tokens_used)
             mem.store_levels(call.api_key_id, limits, r, t, now)
-        if claim is not None:
-            mem.drop_lease(claim.scope, call_id)
-        return balance
+        if call.idempotency is not None:
+            mem.drop_lease(call.idempotency.scope, call_id)
 
     async def release(self, release: Release) -> None:
         call, mem = release.call, self._mem

@@ -10,6 +10,12 @@ in it and commits none, as each alone would have. A caller cancelled before its 
 left out (as if cancelled before its write). Bodies run in the order they came, so each sees
 the ones before it (a balance after a charge is exact).
 
+A body's `committed` step runs in the flush itself, right after the `COMMIT`, before anything
+else on the loop: what a settlement lets go of in memory (its hold) goes in the same step as
+its charge lands in the file. Left to the caller, it would run only once the caller's task
+resumed, later in the loop, and whatever ran in between (admissions) would count both the
+charge and the hold; a caller cancelled in between would never let go at all.
+
 The flush waits while the WAL is rewound (`writable` cleared), like any write.
 """
 
@@ -27,6 +33,7 @@ __all__ = ["Coalescer"]
 _T = TypeVar("_T")
 
 Body = Callable[[sqlite3.Connection, float], Any]
+Committed = Callable[[], None]
 
 
 class Coalescer:
@@ -42,28 +49,34 @@ class Coalescer:
     ) -> None:
         self._transaction = transaction
         self._writable = writable
-        self._queued: list[tuple[Body, asyncio.Future[Any]]] = []
+        self._queued: list[tuple[Body, Committed | None, asyncio.Future[Any]]] = []
         self._waiting: asyncio.Task[None] | None = None
 
-    def submit(self, body: Callable[[sqlite3.Connection, float], _T]) -> asyncio.Future[_T]:
-        """`body(conn, now)`'s result once its transaction committed (await it)."""
+    def submit(
+        self,
+        body: Callable[[sqlite3.Connection, float], _T],
+        committed: Committed | None = None,
+    ) -> asyncio.Future[_T]:
+        """`body(conn, now)`'s result once its transaction committed (await it); `committed()`
+        runs right after that commit, before anything else on the loop, and only if the body
+        succeeded and its transaction committed."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[_T] = loop.create_future()
         if not self._queued and self._waiting is None:
             loop.call_soon(self._flush_when_writable)
-        self._queued.append((body, future))
+        self._queued.append((body, committed, future))
         return future
 
     def flush(self) -> None:
         """Run what is queued now (the store closing)."""
         queued, self._queued = self._queued, []
-        live = [(body, future) for body, future in queued if not future.done()]
+        live = [entry for entry in queued if not entry[2].done()]
         if not live:
             return
         outcomes: list[tuple[bool, Any]] = []
 
         def run(conn: sqlite3.Connection, now: float) -> None:
-            for body, _ in live:
+            for body, _, _ in live:
                 conn.execute("SAVEPOINT settle")
                 try:
                     with store_errors:
@@ -77,16 +90,22 @@ class Coalescer:
         try:
             self._transaction(run, len(live))
         except BaseException as exc:
-            for _, future in live:
+            for _, _, future in live:
                 future.set_exception(exc)
             if not isinstance(exc, Exception):
                 raise
             return
-        for (_, future), (ok, value) in zip(live, outcomes, strict=True):
-            if ok:
-                future.set_result(value)
-            else:
+        for (_, committed, future), (ok, value) in zip(live, outcomes, strict=True):
+            if not ok:
                 future.set_exception(value)
+                continue
+            if committed is not None:
+                try:
+                    committed()
+                except Exception as exc:
+                    future.set_exception(exc)
+                    continue
+            future.set_result(value)
 
     def _flush_when_writable(self) -> None:
         writable = self._writable()

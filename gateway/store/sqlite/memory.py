@@ -99,6 +99,16 @@ def _place(by: dict[str, _Holds], owner: str, call_id: str, units: int, expires_
     return True
 
 
+def _resize(by: dict[str, _Holds], owner: str, call_id: str, units: int) -> int | None:
+    holds = by.get(owner)
+    hold = holds.by_call.get(call_id) if holds is not None else None
+    if holds is None or hold is None:
+        return None
+    holds.by_call[call_id] = (units, hold[1])
+    holds.total += units - hold[0]
+    return hold[0]
+
+
 def _remove(by: dict[str, _Holds], owner: str, call_id: str) -> None:
     holds = by.get(owner)
     if holds is None:
@@ -178,6 +188,15 @@ class Memory:
         if key_id:
             _place(self.key_holds, key_id, call_id, units, expires_at)
             self.hold_keys[call_id] = key_id
+
+    def resize_hold(self, tenant: str, call_id: str, units: int) -> int | None:
+        """The call's hold (of its wallet and of its key's budget) set to `units`, until the
+        same expiry; its units before, or None when it holds nothing (nothing is placed)."""
+        before = _resize(self.holds, tenant, call_id, units)
+        key_id = self.hold_keys.get(call_id)
+        if before is not None and key_id is not None:
+            _resize(self.key_holds, key_id, call_id, units)
+        return before
 
     def unhold(self, tenant: str, call_id: str) -> None:
         _remove(self.holds, tenant, call_id)
