@@ -55,7 +55,9 @@ FLAGS = {
 
 
 class BudgetFields(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    credits: str | int
+    """`credits`: a decimal string (as every amount of the admin API), never a JSON number."""
+
+    credits: str
     period: str
 
 
@@ -178,7 +180,7 @@ def _budget(fields: BudgetFields | None, report: Callable[[str, str], None]) -> 
         return None
     units = 0
     try:
-        units = parse_credits(str(fields.credits))
+        units = parse_credits(fields.credits)
         if units < 0:
             raise ValueError("negative")
     except ValueError:

@@ -71,7 +71,8 @@ class ApiKeyRecord(msgspec.Struct, kw_only=True, frozen=True):
     valid_until: float | None = None
     """Set on the record a rotated key's old secret finds: the end of its grace."""
     last_used_at: float | None = None
-    """When an admission last took this key (Redis: shared; SQLite: this process's)."""
+    """When an admission last took this key, as every process reads it (SQLite: to the minute,
+    `gateway.store.sqlite.api_keys`)."""
 
 
 class RateState(msgspec.Struct, kw_only=True, frozen=True):

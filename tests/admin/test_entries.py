@@ -1,10 +1,10 @@
-"""Grants and adjustments on a real Redis whose money writes wait for a replica that never
-acknowledges (one server, `wait_replicas=1`): the write stands, its answer is unknown."""
+"""Grants and adjustments on a real Redis primary whose replica stops acknowledging (paused
+while the primary still counts it): the write stands on the primary, its answer is unknown."""
 
 from __future__ import annotations
 
 import asyncio
-import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,25 +14,31 @@ from gateway.config.loader import load_config
 from gateway.errors import OutcomeUnknown
 from gateway.store.redis import RedisStore
 from gateway.store.redis.pipeline import ReplicationTimeout
+from tests.support.redis_replicated import ReplicatedRedis
+from tests.support.serial import STORE_FAULTS
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _unconfirmed(redis_url: str) -> str:
-    return f"{redis_url.split('?')[0]}?wait_replicas=1&wait_ms=50"
+@pytest.fixture
+def pair(redis_binary: str, tmp_path: Path) -> Iterator[ReplicatedRedis]:
+    with ReplicatedRedis.running(redis_binary, tmp_path) as replicated:
+        yield replicated
 
 
+@STORE_FAULTS
 @pytest.mark.parametrize("kind", ["grant", "adjustment"])
 def test_an_unconfirmed_entry_is_an_unknown_outcome_and_its_retry_applies_once(
-    redis_url: str, kind: str
+    pair: ReplicatedRedis, kind: str
 ) -> None:
     config = load_config(ROOT / "config" / "gateway.toml")
-    store = RedisStore(_unconfirmed(redis_url), prefix=f"t{uuid.uuid4().hex[:8]}:")
+    store = RedisStore(pair.url(), prefix="gw:")
     entry_id = f"inv-{kind}"
 
     async def scenario() -> None:
         await store.open()
         try:
+            pair.stall_replica()
             with pytest.raises(OutcomeUnknown) as caught:
                 await add_entry(
                     store, config, "default", kind=kind, amount="7", reason="x", entry_id=entry_id
@@ -47,6 +53,7 @@ def test_an_unconfirmed_entry_is_an_unknown_outcome_and_its_retry_applies_once(
             assert error.details[0].field == "id" and repr(entry_id) in error.details[0].message
             assert isinstance(error.__cause__.__cause__, ReplicationTimeout)  # type: ignore[union-attr]
             # It stood; the retry with the same id answers it and moves nothing more.
+            pair.resume_replica()
             retried = await add_entry(
                 store, config, "default", kind=kind, amount="7", reason="x", entry_id=entry_id
             )

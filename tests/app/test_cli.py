@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.support import preloaded
+from tests.support.redis_replicated import ReplicatedRedis
+from tests.support.serial import STORE_FAULTS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -150,26 +152,33 @@ def test_adjustments_are_their_own_command(tmp_path: Path) -> None:
     assert adjusted.returncode == 0 and adjusted.stdout.strip() == "3.0000"
 
 
+@STORE_FAULTS
 @pytest.mark.parametrize("action", ["grant", "adjust"])
 def test_an_unconfirmed_grant_is_retried_with_its_own_id_and_applies_once(
-    tmp_path: Path, redis_url: str, action: str
+    tmp_path: Path, redis_binary: str, action: str
 ) -> None:
-    """On a Redis whose money writes wait for a replica that never acknowledges, the CLI's
-    write stands but is not confirmed: the CLI retries it with the id it made, once applied."""
+    """On a Redis primary whose replica stops acknowledging (paused while the primary still
+    counts it), the CLI's write stands but is not confirmed: the CLI retries it with the id it
+    made, once applied."""
     tenant = f"t{uuid.uuid4().hex[:10]}"
     routing = tmp_path / "routing.toml"
     routing.write_text(
         (ROOT / "config" / "gateway.toml").read_text() + f"\n[tenants.{tenant}]\nmodels = ['*']\n"
     )
-    store = f"{redis_url.split('?')[0]}?wait_replicas=1&wait_ms=50"
     entry = ("credits", action, "--tenant", tenant, "--amount", "7", "--reason", "x")
-    result = run(tmp_path, *entry, config=routing, store_url=store)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "7.0000"
-    assert "may have been applied" in result.stderr and "Retrying with --id " in result.stderr
-    made = result.stderr.split("Retrying with --id ", 1)[1].split(".", 1)[0]
-    assert made.startswith("grant:" if action == "grant" else "adjust:")
-    balance = run(
-        tmp_path, "credits", "balance", "--tenant", tenant, config=routing, store_url=redis_url
-    )
-    assert balance.stdout.strip() == "7.0000"
+    with ReplicatedRedis.running(redis_binary, tmp_path / "redis") as pair:
+        store = pair.url()
+        pair.stall_replica()
+        try:
+            result = run(tmp_path, *entry, config=routing, store_url=store)
+        finally:
+            pair.resume_replica()
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == "7.0000"
+        assert "may have been applied" in result.stderr and "Retrying with --id " in result.stderr
+        made = result.stderr.split("Retrying with --id ", 1)[1].split(".", 1)[0]
+        assert made.startswith("grant:" if action == "grant" else "adjust:")
+        balance = run(
+            tmp_path, "credits", "balance", "--tenant", tenant, config=routing, store_url=store
+        )
+        assert balance.stdout.strip() == "7.0000"

@@ -84,6 +84,16 @@ def test_fields_patch_rotate_and_rate_limits(tmp_path: Path) -> None:
             after = patched.json()
             assert after["requests_per_minute"] is None and after["name"] == "renamed"
             assert after["models"] == ["sim-chat-1"] and after["budget"]["credits"] == "25.0000"
+            # Credits are a decimal string, as the schema says: a JSON number is refused.
+            numeric = {"budget": {"credits": 0, "period": "day"}}
+            assert _fields(await client.patch(path, json=numeric, headers=admin)) == {
+                "budget.credits"
+            }
+            created = numeric | {"tenant": "default"}
+            assert _fields(await client.post("/admin/v1/keys", json=created, headers=admin)) == {
+                "budget.credits"
+            }
+            assert (await gw.key(key_id))["budget"]["credits"] == "25.0000"
             low = await client.patch(
                 path, json={"budget": {"credits": "0.0001", "period": "week"}}, headers=admin
             )

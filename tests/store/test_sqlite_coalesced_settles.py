@@ -55,6 +55,8 @@ def test_settles_of_one_turn_commit_together_and_exactly(
     store: SqliteStore, run: Run, begun: list[str]
 ) -> None:
     settlements = _admitted(store, run, 20)
+    assert len(begun) == 1  # admissions write nothing but the key's last use, once a minute
+    begun.clear()
     balances = run(_settle_all(store, settlements))
     charges = [100 + i for i in range(20)]
     # In the order they came, each balance after the charges before it and its own.

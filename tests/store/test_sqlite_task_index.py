@@ -100,11 +100,13 @@ def test_a_schema_4_file_gains_the_listing_indexes_and_completed_at(
         run(store.close())
     check = sqlite3.connect(path)
     try:
-        assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+        assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
         names = {row[1] for row in check.execute("PRAGMA index_list(tasks)")}
         assert set(_NEW_INDEXES) <= names
         tables = {row[0] for row in check.execute("SELECT name FROM sqlite_master")}
         assert {"callbacks", "callback_secrets"} <= tables  # schema 6
+        key_columns = {row[1] for row in check.execute("PRAGMA table_info(api_keys)")}
+        assert "last_used_at" in key_columns  # schema 8
     finally:
         check.close()
     _check_plans(path)

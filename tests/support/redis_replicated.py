@@ -6,6 +6,7 @@ that hangs, lags or is being failed over."""
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -63,6 +64,15 @@ class ReplicatedRedis:
         return int(stats.get("cmdstat_wait", {}).get("calls", 0))
 
     def pause_replica(self) -> None:
+        self.replica.pause()
+
+    def stall_replica(self) -> None:
+        """Pause the replica right after it acknowledged, early in a wall-clock second: the
+        primary counts a replica's lag in whole seconds, so it keeps counting this one (and
+        every `WAIT` times out) for the next ~2 s, long enough for a process started now (a
+        CLI command, a request to a running gateway) to count it and make its write."""
+        wait_until(lambda: time.time() % 1 < 0.2, timeout=2, interval=0.01, what="a new second")
+        self._acknowledged()
         self.replica.pause()
 
     def resume_replica(self) -> None:

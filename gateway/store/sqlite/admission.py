@@ -53,6 +53,7 @@ class SqliteAdmissionArea:
         def _write(self, body: Callable[[sqlite3.Connection, float], _T]) -> _T: ...
         def _read(self, body: Callable[[sqlite3.Connection], _T]) -> _T: ...
         async def _may_write(self) -> None: ...
+        def _note_use(self, key_id: str, now: float) -> None: ...
 
     async def admit(self, admission: Admission) -> AdmissionResult:
         """The steps of `docs/store.md`, in memory, after one read of the file."""
@@ -139,7 +140,7 @@ class SqliteAdmissionArea:
         t -= need
         mem.store_levels(key_id, limits, r, t, now)
         keep = 0  # how long this call's marker must last; 0: it reserved nothing
-        mem.last_used[key_id] = now
+        self._note_use(key_id, now)
         if granted > 0 and hold_seconds > 0:
             mem.hold(tenant, call_id, granted, now + hold_seconds, key_id)
             keep = hold_seconds

@@ -2,12 +2,19 @@
 
 A row is one key: its current secret's hash, and after a rotation the old secret's hash with
 the end of its grace (`previous_hash`, `previous_until`); its settings are one msgpack blob.
-`last_used_at` is this process's memory (the CLI reads none). The records this process looked
-up are kept while the file says nothing changed (`key_cache.py`).
+The records this process looked up are kept while the file says nothing changed
+(`key_cache.py`).
+
+`last_used_at` is in the file, so every process on it answers the same time: an
+admission's time, written by the process that admitted it at most once a minute per key
+(`USE_RECORD_SECONDS`), in the transaction of its loop turn's settlements (`coalesce.py`), never
+lowered (`MAX`). The request path thus adds no write per call, and the time read is at most a
+minute older than the key's latest admission.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -18,19 +25,26 @@ from gateway.clock import Clock
 from gateway.store.base import ApiKeyRecord, KeySettings
 from gateway.store.periods import BudgetPeriod
 from gateway.store.sqlite import ops
+from gateway.store.sqlite.coalesce import Coalescer
 from gateway.store.sqlite.key_cache import KeyCache
 from gateway.store.sqlite.memory import Memory
 
-__all__ = ["SqliteKeyArea"]
+__all__ = ["USE_RECORD_SECONDS", "SqliteKeyArea"]
 
 _T = TypeVar("_T")
 
-_COLUMNS = "key_id, tenant, created_at, revoked_at, prefix, settings"
+_COLUMNS = "key_id, tenant, created_at, revoked_at, prefix, settings, last_used_at"
 _BY_HASH = f"SELECT {_COLUMNS} FROM api_keys WHERE key_hash = ?"
 _BY_PREVIOUS_HASH = f"SELECT {_COLUMNS}, previous_until FROM api_keys WHERE previous_hash = ?"
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(KeySettings)
 _NO_SETTINGS = KeySettings()
+_RECORD_USE = (
+    "UPDATE api_keys SET last_used_at = MAX(COALESCE(last_used_at, 0), ?) WHERE key_id = ?"
+)
+
+USE_RECORD_SECONDS = 60.0
+"""How often one process writes a key's last use to the file, at most."""
 
 
 class SqliteKeyArea:
@@ -40,6 +54,7 @@ class SqliteKeyArea:
     _clock: Clock
     _keys: KeyCache[ApiKeyRecord]
     _mem: Memory
+    _settles: Coalescer
 
     if TYPE_CHECKING:
 
@@ -54,7 +69,7 @@ class SqliteKeyArea:
         self._write(
             lambda conn, _now: conn.execute(
                 f"INSERT OR REPLACE INTO api_keys (key_hash, {_COLUMNS})"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     key_hash,
                     record.key_id,
@@ -63,6 +78,7 @@ class SqliteKeyArea:
                     record.revoked_at,
                     record.prefix,
                     _blob(record.settings),
+                    record.last_used_at,
                 ),
             )
         )
@@ -140,8 +156,28 @@ class SqliteKeyArea:
         )
         return [self._record(row) for row in rows]
 
+    def _note_use(self, key_id: str, now: float) -> None:
+        """An admission took the key: its time goes to the file when this process last wrote
+        the key's use `USE_RECORD_SECONDS` or more ago (a write that fails is made again by the
+        key's next admission)."""
+        recorded = self._mem.use_recorded
+        last = recorded.get(key_id)
+        if last is not None and now - last < USE_RECORD_SECONDS:
+            return
+        recorded[key_id] = now
+
+        def write(conn: sqlite3.Connection, _now: float) -> None:
+            conn.execute(_RECORD_USE, (now, key_id))
+
+        def written(future: asyncio.Future[None]) -> None:
+            failed = future.cancelled() or future.exception() is not None
+            if failed and recorded.get(key_id) == now:
+                del recorded[key_id]
+
+        self._settles.submit(write).add_done_callback(written)
+
     def _record(self, row: Any, *, valid_until: float | None = None) -> ApiKeyRecord:
-        key_id, tenant, created_at, revoked_at, prefix, settings = row
+        key_id, tenant, created_at, revoked_at, prefix, settings, last_used_at = row
         return ApiKeyRecord(
             key_id=key_id,
             tenant=tenant,
@@ -150,7 +186,7 @@ class SqliteKeyArea:
             prefix=prefix,
             settings=_decoder.decode(settings) if settings is not None else _NO_SETTINGS,
             valid_until=valid_until,
-            last_used_at=self._mem.last_used.get(key_id),
+            last_used_at=last_used_at,
         )
 
 

@@ -130,8 +130,9 @@ class Memory:
         """The same holds again by API key (those of keys with a budget), for its budget."""
         self.hold_keys: dict[str, str] = {}
         """call_id -> the API key whose holds also count it."""
-        self.last_used: dict[str, float] = {}
-        """API key id -> when an admission last took it (this process's view)."""
+        self.use_recorded: dict[str, float] = {}
+        """API key id -> the admission whose time this process last wrote as the key's last
+        use (`api_keys.py`: at most once a minute per key)."""
         self.leases: dict[str, Lease] = {}
         self.calls: dict[str, float] = {}
         """call_id -> when to forget it: present while the call holds a reservation."""

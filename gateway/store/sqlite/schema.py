@@ -43,6 +43,8 @@ grace), `ledger.key_id` (the key an entry was for, '' in old rows) and `key_spen
 spend in its current day, week, month and in total: one row per key and period kind, its
 `start` the period's first day, so a row of a past period reads as 0 and is restarted by the
 next entry). Old keys read as keys without limits; their spend counts from the migration.
+Schema 8 added `api_keys.last_used_at` (a key's last admission, written at most once a minute
+per key and process: `api_keys.py`); old keys read as never used until their next admission.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ import msgspec
 
 __all__ = ["SCHEMA_VERSION", "connect"]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 _TABLES = (
     """CREATE TABLE IF NOT EXISTS api_keys (
@@ -66,7 +68,8 @@ _TABLES = (
         prefix TEXT NOT NULL DEFAULT '',
         settings BLOB,
         previous_hash TEXT,
-        previous_until REAL
+        previous_until REAL,
+        last_used_at REAL
     )""",
     "CREATE INDEX IF NOT EXISTS api_keys_by_tenant ON api_keys (tenant, created_at, key_hash)",
     """CREATE TABLE IF NOT EXISTS wallets (
@@ -166,7 +169,8 @@ _TABLES = (
 )
 
 _ADDED_COLUMNS = (
-    # (table, column, definition): columns added after the table was first made (schema 4, 5, 7).
+    # (table, column, definition): columns added after the table was first made (schema 4, 5,
+    # 7, 8).
     ("ledger", "model", "TEXT NOT NULL DEFAULT ''"),
     ("api_keys", "prefix", "TEXT NOT NULL DEFAULT ''"),
     ("tasks", "completed_at", "REAL"),
@@ -174,6 +178,7 @@ _ADDED_COLUMNS = (
     ("api_keys", "previous_hash", "TEXT"),
     ("api_keys", "previous_until", "REAL"),
     ("ledger", "key_id", "TEXT NOT NULL DEFAULT ''"),
+    ("api_keys", "last_used_at", "REAL"),
 )
 
 _ON_ADDED_COLUMNS = (

@@ -71,6 +71,7 @@ class SqliteTaskArea:
         def _read(self, body: Callable[[sqlite3.Connection], _T]) -> _T: ...
         def _rows(self, sql: str, params: tuple[object, ...]) -> list[Any]: ...
         async def _may_write(self) -> None: ...
+        def _note_use(self, key_id: str, now: float) -> None: ...
 
     async def create_task(self, create: TaskCreate) -> TaskCreateResult:
         await self._may_write()  # nothing awaits after this: the steps below are one
@@ -96,7 +97,7 @@ class SqliteTaskArea:
             if outcome is TaskCreateOutcome.CREATED and task is not None and task.price_units:
                 expires = now + c.hold_seconds
                 mem.hold(c.tenant, c.task_id, task.price_units, expires, c.api_key_id)
-                mem.last_used[c.api_key_id] = now
+                self._note_use(c.api_key_id, now)
         rate = buckets.state(c.limits, r, t, 0, limited)
         return TaskCreateResult(outcome=outcome, rate=rate, task=task, available_units=available)
 
