@@ -1,0 +1,301 @@
+"""A steady mix of chats and task creates per tenant, timed, and its answers by phase of a fault
+(the availability tests: tests/e2e/test_cluster_availability.py).
+
+Each tenant has two chat loops and one create loop (image and music in turn), each pausing
+`PAUSE_SECONDS` after every call, so the load is steady rather than flat out. Every call is
+kept with its tenant, when it started, how long it took and its status (-1: no answer). The
+test marks when each phase began (`Timeline`); `phase_table` gives per tenant and per phase the
+share of successes and p50/p99 latency, which the tests print and the deploy guide quotes.
+Latency is recorded, never asserted.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import httpx
+
+from tests.e2e.failover_load import Answer, check_books
+from tests.support.gateway_process import GatewayProcess, client_for
+from tests.support.waiting import wait_until
+
+__all__ = [
+    "PAUSE_SECONDS",
+    "Call",
+    "PhaseRow",
+    "Run",
+    "TenantLoad",
+    "Timeline",
+    "check_tenant_books",
+    "format_table",
+    "phase_table",
+    "run_fault",
+    "success_share",
+]
+
+PAUSE_SECONDS = 0.1
+"""After each call, per loop: about 15 chats and 5 creates a second per tenant."""
+
+CHAT = {"model": "sim-chat-1", "messages": [{"role": "user", "content": "Hello"}]}
+IMAGE: tuple[str, dict[str, Any]] = (
+    "/v1/images/generations",
+    {"model": "image-model-2", "prompt": "a lighthouse", "n": 1},
+)
+MUSIC: tuple[str, dict[str, Any]] = (
+    "/v1/music/text-to-music",
+    {"model": "alpha-5.5", "prompt": "a shanty"},
+)
+
+
+@dataclass(frozen=True)
+class Call:
+    tenant: str
+    kind: str  # chat, image or music
+    request_id: str
+    started: float  # time.monotonic()
+    seconds: float
+    status: int  # -1: the connection broke, no answer
+    body: dict[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        return self.status in (200, 202)
+
+
+@dataclass
+class Timeline:
+    """When each phase began (monotonic); a call belongs to the phase it started in."""
+
+    marks: list[tuple[str, float]] = field(default_factory=list)
+
+    def mark(self, phase: str) -> float:
+        now = time.monotonic()
+        self.marks.append((phase, now))
+        return now
+
+    def at(self, phase: str) -> float:
+        return next(t for name, t in self.marks if name == phase)
+
+    def phase_of(self, started: float) -> str:
+        current = self.marks[0][0]
+        for name, begun in self.marks:
+            if started >= begun:
+                current = name
+        return current
+
+
+class TenantLoad:
+    """The loops of one tenant over one gateway (see the module docstring)."""
+
+    def __init__(self, gateway: GatewayProcess, tenant: str, key: str, name: str) -> None:
+        self.tenant, self.key, self.gateway = tenant, key, gateway
+        self.calls: list[Call] = []
+        self._name = name
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._threads = [
+            threading.Thread(target=self._loop, args=(kind, n), daemon=True)
+            for n, kind in enumerate(["chat", "chat", "create"])
+        ]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def finish(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=90)
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.calls)
+
+    def _loop(self, kind: str, n: int) -> None:
+        media: Iterator[tuple[str, str, dict[str, Any]]] = itertools.cycle(
+            [("image", *IMAGE), ("music", *MUSIC)]
+        )
+        with client_for(self.gateway, self.key, timeout=60) as client:
+            for i in itertools.count(1):
+                if self._stop.is_set():
+                    return
+                body: dict[str, Any]
+                if kind == "chat":
+                    what, path, body = "chat", "/v1/chat/completions", CHAT
+                else:
+                    what, path, body = next(media)
+                request_id = f"{self._name}-{self.tenant}-{what}-{n}-{i}"
+                started = time.monotonic()
+                try:
+                    response = client.post(path, json=body, headers={"X-Request-Id": request_id})
+                    status = response.status_code
+                    answer: dict[str, Any] = response.json()
+                except (httpx.TransportError, ValueError) as exc:
+                    status, answer = -1, {"error": repr(exc)}
+                call = Call(
+                    self.tenant,
+                    what,
+                    request_id,
+                    started,
+                    time.monotonic() - started,
+                    status,
+                    answer,
+                )
+                with self._lock:
+                    self.calls.append(call)
+                time.sleep(PAUSE_SECONDS)
+
+
+@dataclass(frozen=True)
+class PhaseRow:
+    tenant: str
+    phase: str
+    seconds: float  # how long the phase lasted
+    calls: int
+    ok: int
+    p50_ms: float
+    p99_ms: float
+    errors: dict[int, int]  # status -> count
+
+    @property
+    def share(self) -> float:
+        return self.ok / self.calls if self.calls else 1.0
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def phase_table(calls: list[Call], timeline: Timeline, end: float) -> list[PhaseRow]:
+    """Per tenant (in order of first appearance) and per phase (in the timeline's order)."""
+    tenants = list(dict.fromkeys(c.tenant for c in calls))
+    bounds = [*(t for _, t in timeline.marks[1:]), end]
+    rows = []
+    for tenant in tenants:
+        for (phase, begun), until in zip(timeline.marks, bounds, strict=True):
+            mine = [
+                c for c in calls if c.tenant == tenant and timeline.phase_of(c.started) == phase
+            ]
+            errors: dict[int, int] = {}
+            for call in mine:
+                if not call.ok:
+                    errors[call.status] = errors.get(call.status, 0) + 1
+            latencies = [c.seconds * 1000 for c in mine]
+            rows.append(
+                PhaseRow(
+                    tenant,
+                    phase,
+                    until - begun,
+                    len(mine),
+                    sum(c.ok for c in mine),
+                    _percentile(latencies, 0.50),
+                    _percentile(latencies, 0.99),
+                    errors,
+                )
+            )
+    return rows
+
+
+def format_table(title: str, rows: list[PhaseRow]) -> str:
+    lines = [
+        title,
+        "| tenant | phase | s | calls | ok | p50 ms | p99 ms | errors (status: n) |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for row in rows:
+        errors = ", ".join(f"{s}: {n}" for s, n in sorted(row.errors.items())) or "-"
+        lines.append(
+            f"| {row.tenant} | {row.phase} | {row.seconds:.1f} | {row.calls} "
+            f"| {row.share:.1%} | {row.p50_ms:.0f} | {row.p99_ms:.0f} | {errors} |"
+        )
+    return "\n".join(lines)
+
+
+def success_share(calls: list[Call], tenant: str, since: float, until: float) -> tuple[int, int]:
+    """(successes, calls) of `tenant`'s calls started in [since, until)."""
+    mine = [c for c in calls if c.tenant == tenant and since <= c.started < until]
+    return sum(c.ok for c in mine), len(mine)
+
+
+@dataclass
+class Run:
+    """The calls of every tenant's load over one fault, and the fault's phases."""
+
+    title: str
+    loads: list[TenantLoad]
+    timeline: Timeline
+    end: float
+
+    def calls(self) -> list[Call]:
+        return [c for load in self.loads for c in load.calls]
+
+    def share(self, tenant: str, since: float, until: float) -> tuple[float, int]:
+        """The share of successes among `tenant`'s calls started in [since, until), and
+        their number."""
+        ok, count = success_share(self.calls(), tenant, since, until)
+        return (ok / count if count else 0.0), count
+
+    def errors(self, tenant: str) -> list[Call]:
+        return [c for c in self.calls() if c.tenant == tenant and not c.ok]
+
+    def table(self) -> str:
+        return format_table(self.title, phase_table(self.calls(), self.timeline, self.end))
+
+
+def run_fault(
+    gateway: GatewayProcess,
+    keys: dict[str, str],
+    title: str,
+    fault: Callable[[Timeline], None],
+    *,
+    steady_seconds: float,
+) -> Run:
+    """Every tenant's load (`keys`: tenant -> API key) for `steady_seconds`, then over
+    `fault` (which marks its phases and returns once the store is whole again), then
+    `steady_seconds` more; the table is printed."""
+    slug = title.split(" (")[0].replace(" ", "-")
+    loads = [TenantLoad(gateway, tenant, key, slug) for tenant, key in keys.items()]
+    timeline = Timeline()
+    for load in loads:
+        load.start()
+    try:
+        timeline.mark("before")
+        time.sleep(steady_seconds)
+        fault(timeline)
+        time.sleep(steady_seconds)
+    finally:
+        for load in loads:
+            load.finish()
+    run = Run(title, loads, timeline, time.monotonic())
+    print()
+    print(run.table())
+    return run
+
+
+def check_tenant_books(gateway: GatewayProcess, load: TenantLoad) -> None:
+    """Every answer a success or a retryable 503; every 2xx charged exactly once (a chat's
+    charge, a task's debit) and every accepted task ended; nothing charged behind a 503; the
+    wallet equals its ledger; nothing held (tests/e2e/failover_load.py)."""
+    broken = [c for c in load.calls if c.status == -1]
+    assert not broken, broken[:5]
+    answers = [
+        Answer(c.request_id, "chat" if c.kind == "chat" else "task", c.status, c.body)
+        for c in load.calls
+    ]
+    check_books(gateway, load.key, answers)
+    with client_for(gateway, load.key) as client:
+        wait_until(
+            lambda: Decimal(client.get("/v1/wallet").json()["held_credits"]),
+            lambda held: held == 0,
+            timeout=30,
+            what=f"{load.tenant}: nothing held",
+        )
