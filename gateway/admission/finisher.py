@@ -24,9 +24,12 @@ gateway learns the outcome. The same design serves every create-style operation:
 
 Queued steps are retried in the background (backoff from `retry_min` to `retry_max` while the
 store is away), so holds, idempotency leases and token reservations come back within about
-`retry_max` of the store's return, exactly once. The queue is in memory and bounded
-(`max_pending`): a crash of the process forgets it, which costs the gateway the charge of calls
-already answered and leaves their holds to expire, never a double charge.
+`retry_max` of the store's return, exactly once. Steps queue per part of the store that holds
+their tenant (`Store.node_of`: a cluster master), each part retried by a runner of its own, so
+a master that keeps failing holds back only its own tenants' steps. The queue is in memory and
+bounded (`max_pending` over all parts): a crash of the process forgets it, which costs the
+gateway the charge of calls already answered and leaves their holds to expire, never a double
+charge.
 """
 
 from __future__ import annotations
@@ -65,14 +68,15 @@ class CallFinisher:
         self._retry_max = retry_max
         self._max_pending = max_pending
         self._clock = clock
-        self._pending: dict[str, Step] = {}
-        self._wakeup: asyncio.Event | None = None
-        self._runner: asyncio.Task[None] | None = None
+        self._lanes: dict[str, _Lane] = {}
+        self._where: dict[str, str] = {}
+        """Every queued step's key -> its part of the store, oldest first (the bound's order)."""
+        self._started = False
 
     @property
     def pending(self) -> int:
         """Steps waiting for the store (0 when every call is finished)."""
-        return len(self._pending)
+        return len(self._where)
 
     async def settle(self, settlement: Settlement) -> bool:
         """True once the store took the settlement; False when it was left queued."""
@@ -135,64 +139,110 @@ class CallFinisher:
             raise
 
     def _queue(self, step: Step) -> None:
-        pending, key = self._pending, _key(step)
-        pending.pop(key, None)
-        pending[key] = step
-        if len(pending) > self._max_pending:
-            dropped = next(iter(pending))
-            del pending[dropped]
-            _log.error("store_step_dropped", call_id=dropped, pending=len(pending))
-        if self._wakeup is not None:
-            self._wakeup.set()
+        key, node = _key(step), self._store.node_of(_tenant(step))
+        where = self._where
+        previous = where.pop(key, None)
+        if previous is not None and previous != node:
+            self._lane(previous).steps.pop(key, None)
+        where[key] = node
+        lane = self._lane(node)
+        lane.steps.pop(key, None)
+        lane.steps[key] = step
+        if len(where) > self._max_pending:
+            dropped = next(iter(where))
+            self._lane(where.pop(dropped)).steps.pop(dropped, None)
+            _log.error("store_step_dropped", call_id=dropped, pending=len(where))
+        lane.wakeup.set()
+        if self._started and lane.runner is None:
+            lane.runner = asyncio.get_running_loop().create_task(self._run(lane))
+
+    def _lane(self, node: str) -> _Lane:
+        lane = self._lanes.get(node)
+        if lane is None:
+            lane = self._lanes[node] = _Lane(node)
+        return lane
 
     # Background retries -------------------------------------------------------------------
 
     def start(self) -> None:
         """Start retrying queued steps (on the running loop)."""
-        if self._runner is None:
-            self._wakeup = asyncio.Event()
-            if self._pending:
-                self._wakeup.set()
-            self._runner = asyncio.get_running_loop().create_task(self._run())
+        if not self._started:
+            self._started = True
+            loop = asyncio.get_running_loop()
+            for lane in self._lanes.values():
+                lane.wakeup = asyncio.Event()
+                if lane.steps:
+                    lane.wakeup.set()
+                lane.runner = loop.create_task(self._run(lane))
 
     async def close(self, *, final_wait: float = 2.0) -> None:
         """Stop retrying, after one last pass of at most `final_wait` seconds."""
-        runner, self._runner = self._runner, None
-        if runner is not None:
+        self._started = False
+        runners = [lane.runner for lane in self._lanes.values() if lane.runner is not None]
+        for lane in self._lanes.values():
+            lane.runner = None
+        for runner in runners:
             runner.cancel()
+        for runner in runners:
             with contextlib.suppress(asyncio.CancelledError):
                 await runner
-        if self._pending:
+        if self._where:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(final_wait):
                     await self.retry_pending()
-        if self._pending:
-            _log.error("store_steps_lost", pending=len(self._pending))
+        if self._where:
+            _log.error("store_steps_lost", pending=len(self._where))
 
-    async def _run(self) -> None:
-        wakeup = self._wakeup
-        assert wakeup is not None
+    async def _run(self, lane: _Lane) -> None:
         while True:
-            await wakeup.wait()
-            wakeup.clear()
+            await lane.wakeup.wait()
+            lane.wakeup.clear()
             delay = self._retry_min
-            while not await self.retry_pending():
+            while not await self._retry_lane(lane):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self._retry_max)
 
     async def retry_pending(self) -> bool:
-        """One pass over the queue; True when it is empty (False: the store is still away)."""
-        for key, step in list(self._pending.items()):
+        """One pass over every part's queue at once; True when all are empty (False: some
+        part of the store is still away)."""
+        lanes = [lane for lane in self._lanes.values() if lane.steps]
+        done = await asyncio.gather(*(self._retry_lane(lane) for lane in lanes))
+        return all(done) and not self._where
+
+    async def _retry_lane(self, lane: _Lane) -> bool:
+        """One pass over one part's queue, in order, up to its first step the store did not
+        take; True when it is empty."""
+        for key, step in list(lane.steps.items()):
             try:
                 await _apply(self._store, step)
             except StoreUnavailable:
                 return False
             except Exception as exc:  # not the store being away: retrying will not help
                 _log.error("store_step_dropped", call_id=key, error=repr(exc))
-            if self._pending.get(key) is step:
-                del self._pending[key]
+            if lane.steps.get(key) is step:
+                del lane.steps[key]
+                if self._where.get(key) == lane.node:
+                    del self._where[key]
             _log.info("store_step_done", call_id=key, step=type(step).__name__.lower())
-        return not self._pending
+        return not lane.steps
+
+
+class _Lane:
+    """The queued steps of one part of the store, and the runner that retries them."""
+
+    __slots__ = ("node", "runner", "steps", "wakeup")
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self.steps: dict[str, Step] = {}
+        self.wakeup = asyncio.Event()
+        self.runner: asyncio.Task[None] | None = None
+
+
+def _tenant(step: Step) -> str:
+    if isinstance(step, TaskConfirm | TaskAbandon):
+        return step.tenant
+    return step.call.tenant
 
 
 def _key(step: Step) -> str:

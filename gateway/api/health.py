@@ -1,4 +1,7 @@
-"""GET /v1/health: no authentication; 503 `degraded` when the store does not answer in time.
+"""GET /v1/health: no authentication; 503 `degraded` when the store does not answer in time
+(`store: unavailable`), or when a shard of it writes money less durably than configured
+(`store: durability_reduced`, the shards named: a cluster master without the replicas its money
+writes wait for, docs/store.md "Failover"); the gateway still serves then.
 
 Both answers name the routing file's version in force (`config_version`, its checksum)."""
 
@@ -23,10 +26,14 @@ class HealthOk(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class HealthDegraded(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """The store did not answer a ping in time."""
+    """The store did not answer a ping in time, or some of its shards write money with fewer
+    replicas than configured."""
 
     status: Literal["degraded"]
-    store: Literal["unavailable"]
+    store: Literal["unavailable", "durability_reduced"]
+    shards: list[str] = msgspec.field(default_factory=list)
+    """With `durability_reduced`: the shards (a cluster master's `host:port`, Sentinel's
+    service) whose money writes rest on fewer replicas (or on their own AOF)."""
     config_version: str
 
 
@@ -37,19 +44,34 @@ _DOC = OperationDoc(
     auth="none",
     rate_limited=False,
     responses={200: HealthOk, 503: HealthDegraded},
-    description="Needs no key. Answers within about 250 ms whatever the store does.",
+    description=(
+        "Needs no key. Answers within about 250 ms whatever the store does. Degraded while the "
+        "store does not answer, or while a shard writes money with fewer replicas than "
+        "configured (the gateway serves meanwhile)."
+    ),
 )
 
 
 @get("/v1/health", opt=documented(_DOC))
 async def health(resources: Resources) -> Response[dict[str, Any]]:
     version = resources.config.version
-    if await resources.health.store_answers():
-        return Response({"status": "ok", "config_version": version}, status_code=200)
-    return Response(
-        {"status": "degraded", "store": "unavailable", "config_version": version},
-        status_code=503,
-    )
+    state = await resources.health.state()
+    if not state.answers:
+        return Response(
+            {"status": "degraded", "store": "unavailable", "config_version": version},
+            status_code=503,
+        )
+    if state.reduced:
+        return Response(
+            {
+                "status": "degraded",
+                "store": "durability_reduced",
+                "shards": list(state.reduced),
+                "config_version": version,
+            },
+            status_code=503,
+        )
+    return Response({"status": "ok", "config_version": version}, status_code=200)
 
 
 HANDLERS = [health]

@@ -12,9 +12,11 @@ from litestar.response import Response
 from gateway.api.resources import Resources
 from gateway.errors import NotFound
 from gateway.metrics import CONTENT_TYPE, LiveFacts, MetricsExporter
-from gateway.metrics.exposition import read_queue_depth
+from gateway.metrics.exposition import ShardFacts, read_queue_depth
 
 __all__ = ["HANDLERS", "metrics", "metrics_head"]
+
+_SHARDS_READ_SECONDS = 0.25
 
 
 @get("/metrics", include_in_schema=False)
@@ -27,8 +29,15 @@ async def metrics(request: Request[Any, Any, Any], resources: Resources) -> Resp
         breakers=resources.router.breaker_states(),
         queue_depth=await read_queue_depth(resources.store.task_queue_depth),
         callback_backlog=await read_queue_depth(resources.store.callback_backlog),
+        shards=await _shards(resources),
     )
     return Response(await exporter.render(facts), media_type=CONTENT_TYPE)
+
+
+async def _shards(resources: Resources) -> list[ShardFacts]:
+    """Each shard's replication, as fresh as the store can tell within a quarter second."""
+    states = await resources.store.durability(_SHARDS_READ_SECONDS)
+    return [ShardFacts(s.shard, s.replicas, s.reduced) for s in states]
 
 
 @route("/metrics", http_method=["HEAD"], include_in_schema=False)

@@ -1,8 +1,9 @@
 """`GET /metrics`: the instruments' values plus what is read live at scrape time.
 
 Live facts are the state of things, not events: the loaded routing file's version, each
-upstream's circuit breaker, the task queue's depth and whether the store answers. They are
-read when Prometheus asks (one bounded store call), so they cost nothing per request.
+upstream's circuit breaker, the task queue's depth, whether the store answers and, per shard of
+a store that waits for replicas, how many keep up and whether that is fewer than configured.
+They are read when Prometheus asks (bounded store calls), so they cost nothing per request.
 
 Beside them, the standard process metrics of prometheus-client's `ProcessCollector` and
 `PlatformCollector` (`process_resident_memory_bytes`, `process_cpu_seconds_total`,
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,11 +38,29 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from gateway.metrics.instruments import DisabledMetrics, Metrics
 from gateway.metrics.process_facts import BREAKER_HELP, BREAKER_STATES, CONFIG_HELP, ProcessFacts
 
-__all__ = ["CONTENT_TYPE", "LiveFacts", "MetricsExporter", "open_metrics", "read_queue_depth"]
+__all__ = [
+    "CONTENT_TYPE",
+    "LiveFacts",
+    "MetricsExporter",
+    "ShardFacts",
+    "open_metrics",
+    "read_queue_depth",
+]
 
 CONTENT_TYPE = "text/plain; version=0.0.4"
 """Prometheus's text format, which every Prometheus reads (the charset is added on sending)."""
 _QUEUE_READ_SECONDS = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class ShardFacts:
+    """One shard of the store: a cluster master (`host:port`) or Sentinel's service."""
+
+    shard: str
+    replicas: int | None
+    """Replicas keeping up with it (None: not known)."""
+    reduced: bool
+    """Fewer than its money writes should wait for (`wait_replicas`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +72,7 @@ class LiveFacts:
     """None when the store did not answer in time."""
     callback_backlog: int | None = None
     """Task callbacks scheduled and not yet delivered, failed or disabled (None: unknown)."""
+    shards: Sequence[ShardFacts] = ()
 
 
 class _LiveCollector:
@@ -94,6 +114,28 @@ class _LiveCollector:
             )
             backlog.add_metric([], facts.callback_backlog)
             yield backlog
+        if facts.shards:
+            yield from _shard_metrics(facts.shards)
+
+
+def _shard_metrics(shards: Sequence[ShardFacts]) -> Iterator[Metric]:
+    replicas = GaugeMetricFamily(
+        "gateway_store_replicas",
+        "Replicas online and acknowledging a store shard's writes (a cluster master).",
+        labels=["shard"],
+    )
+    reduced = GaugeMetricFamily(
+        "gateway_store_durability_reduced",
+        "1 while a store shard has fewer replicas than its money writes wait for "
+        "(they rest on the replicas it has, or on its own AOF).",
+        labels=["shard"],
+    )
+    for shard in shards:
+        if shard.replicas is not None:
+            replicas.add_metric([shard.shard], shard.replicas)
+        reduced.add_metric([shard.shard], 1 if shard.reduced else 0)
+    yield replicas
+    yield reduced
 
 
 class _Sources:

@@ -23,6 +23,7 @@ from gateway.store.callbacks import (
     CallbackStatus,
     TaskCallback,
 )
+from gateway.store.durability import ShardDurability
 from gateway.store.records import (
     Admission,
     AdmissionOutcome,
@@ -80,6 +81,7 @@ __all__ = [
     "RateState",
     "Release",
     "Settlement",
+    "ShardDurability",
     "Store",
     "StoredReply",
     "StoredResponse",
@@ -106,6 +108,18 @@ class Store(Protocol):
     async def close(self) -> None: ...
     async def ping(self) -> bool:
         """True when the store answers; never raises."""
+        ...
+
+    async def durability(self, within: float) -> list[ShardDurability]:
+        """How durably each shard writes money now (empty when the store waits for no
+        replica), read again first when older than a second, waiting at most about `within`
+        for it; never raises."""
+        ...
+
+    def node_of(self, tenant: str) -> str:
+        """The part of the store (a cluster master) that holds `tenant`'s money, as far as this
+        process knows ("" when one part holds everything): what a step of one tenant can wait
+        on without holding back those of another."""
         ...
 
     # API keys

@@ -1,6 +1,6 @@
 """Money writes wait for a replica (`wait_replicas`): on the cluster they are answered once one
-has them, the durable calls of one turn of the loop share one WAIT, and a write too few
-replicas acknowledged is an unknown outcome (StoreUnavailable), not an answer."""
+has them, and the durable calls of one turn of the loop share one WAIT. What they do when the
+replicas are gone or stop acknowledging: tests/store/test_redis_replicas.py."""
 
 from __future__ import annotations
 
@@ -8,13 +8,10 @@ import asyncio
 import uuid
 from collections.abc import Callable
 
-import pytest
 import redis
 
-from gateway.errors import StoreUnavailable
 from gateway.store.base import AdmissionOutcome
 from gateway.store.redis import RedisStore
-from gateway.store.redis.pipeline import ReplicationTimeout
 from tests.store.support import Run, admission, settlement
 from tests.support.redis_cluster import LocalCluster
 
@@ -62,26 +59,3 @@ def test_an_admission_does_not_wait(
     assert _waits(redis_cluster, key) == before
     run(store.settle(settlement(adm, charge=0)))  # no charge, no reply: nothing to keep
     assert _waits(redis_cluster, key) == before
-
-
-def test_a_write_no_replica_acknowledged_is_an_unknown_outcome(
-    redis_url: str, redis_prefix: str, run: Run
-) -> None:
-    base = redis_url.split("?")[0]
-    waiting = RedisStore(f"{base}?wait_replicas=1&wait_ms=50", prefix=redis_prefix)
-    plain = RedisStore(base, prefix=redis_prefix)
-    run(waiting.open())
-    run(plain.open())
-    try:
-        with pytest.raises(StoreUnavailable) as caught:  # one server: no replica to wait for
-            run(waiting.grant("t1", 100, entry_id="g1", reason="x"))
-        assert isinstance(caught.value.__cause__, ReplicationTimeout)
-        # It ran, and could have been lost: the caller treats it as unknown (retries it, or
-        # undoes it), and a retry of this idempotent step applies it once.
-        assert run(plain.wallet("t1")).balance_units == 100
-        assert run(plain.grant("t1", 100, entry_id="g1", reason="x")).amount_units == 100
-        assert run(plain.wallet("t1")).balance_units == 100
-        assert run(waiting.admit(admission("c1"))).outcome is AdmissionOutcome.ADMITTED
-    finally:
-        run(waiting.close())
-        run(plain.close())

@@ -5,7 +5,9 @@ pipelined connection (`RedisStore._eval_hot`). The call's identity (`Call`) give
 all of its tenant (one hash slot): its API key's rate buckets, its tenant's holds and wallet,
 its idempotency scope and its `done:{call_id}` marker, which makes the token reconcile happen
 once and fences a late admission of a released call. A settlement that charges or keeps a
-reply is durable: answered once the store's replicas have it (docs/store.md, "Failover").
+reply is durable: answered once the store's replicas have it (docs/store.md, "Failover"); so
+is an admission with an idempotency claim, whose in-flight record (or the reply it replays)
+guards a charge: lost in a failover, the same key would run again.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class RedisAdmissionArea:
                 admission.min_hold_units,
                 admission.min_tokens_reserved,
             ),
+            durable=claim is not None,
         )
         return admission_result(res, limits)
 

@@ -45,7 +45,13 @@ if claimed then
     if rpm > 0 then r = r - 1 end
     save_buckets(KEYS[1], rpm, r, tpm, t)
     if rec[1] ~= ARGV[7] then return result('key_reused') end
-    if rec[3] then return result('replay', rec[3]) end
+    if rec[3] then
+      -- A write (the same value again), so that the WAIT of a durable admission covers the
+      -- reply it replays even when no bucket was written (docs/store.md, "Idempotency and
+      -- failover").
+      redis.call('HSET', KEYS[2], 'fp', rec[1])
+      return result('replay', rec[3])
+    end
     return result('in_progress')
   end
 end

@@ -14,10 +14,12 @@ or a primary behind Sentinel. Making them does not contact Redis.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, cast
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import ClusterNode
+from redis.asyncio.connection import parse_url
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import MasterNotFoundError, Sentinel, SentinelConnectionPool
 from redis.backoff import ExponentialWithJitterBackoff
@@ -45,15 +47,26 @@ class _NewestSentinel(Sentinel):
     primary, and once that node is back (restarted, before the sentinels make it a replica)
     that sentinel reports it healthy: asked first, it would send writes to a primary that is
     about to be demoted and resynchronised (found by tests/e2e/test_sentinel_failover.py).
-    Asking every sentinel costs a round trip to each, on connect only."""
+
+    The sentinels are asked at once, each within `answer_timeout`, so one that does not answer
+    (a dropped route) costs a connect that timeout at most, not the sum. One that did not
+    answer last time is still asked but not waited for while the others answer; it is waited
+    for again once it answers."""
+
+    answer_timeout: float = 1.0
+    _silent: frozenset[int] = frozenset()
 
     async def discover_master(self, service_name: str) -> tuple[str, int]:
+        loop = asyncio.get_running_loop()
+        asks = [loop.create_task(self._ask(i, s)) for i, s in enumerate(self.sentinels)]
+        awaited = [a for i, a in enumerate(asks) if i not in self._silent]
+        await asyncio.wait(awaited or asks)  # each ends within its own timeout
         newest: tuple[int, str, int] | None = None
-        for sentinel in self.sentinels:
-            try:
-                masters = await sentinel.sentinel_masters()
-            except (RedisConnectionError, RedisTimeoutError):
+        for ask in asks:
+            if not ask.done():
+                ask.add_done_callback(_consume)
                 continue
+            masters = ask.result()
             state = masters.get(service_name) if isinstance(masters, dict) else None
             if state and self.check_master_state(state, service_name):
                 epoch = int(state.get("config-epoch", 0))
@@ -62,6 +75,22 @@ class _NewestSentinel(Sentinel):
         if newest is None:
             raise MasterNotFoundError(f"No master found for {service_name!r}")
         return newest[1], newest[2]
+
+    async def _ask(self, index: int, sentinel: Redis) -> Any:
+        """What one sentinel says of its masters; None when it does not answer in time."""
+        try:
+            async with asyncio.timeout(self.answer_timeout):
+                masters = await sentinel.sentinel_masters()
+        except (RedisConnectionError, RedisTimeoutError, TimeoutError):
+            self._silent = self._silent | {index}
+            return None
+        self._silent = self._silent - {index}
+        return masters
+
+
+def _consume(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 def _retry(retries: int) -> Retry:
@@ -124,6 +153,7 @@ class Connections:
                 socket_timeout=socket_timeout,
                 socket_connect_timeout=connect_timeout,
             )
+            sentinel.answer_timeout = connect_timeout
             client = sentinel.master_for(
                 target.service,
                 redis_class=BoundedRedis,
@@ -142,6 +172,7 @@ class Connections:
                 address=self._primary,
                 wait_replicas=target.wait_replicas,
                 wait_ms=target.wait_ms,
+                shard=target.service,
             )
         else:
             # A bounded pool: a burst waits briefly for a connection instead of failing (the
@@ -158,6 +189,7 @@ class Connections:
                 connect_timeout=connect_timeout,
                 wait_replicas=target.wait_replicas,
                 wait_ms=target.wait_ms,
+                shard=_server_name(target.url),
             )
 
     def _node_options(self) -> dict[str, Any]:
@@ -174,6 +206,7 @@ class Connections:
             connect_timeout=self._connect_timeout,
             wait_replicas=t.wait_replicas,
             wait_ms=t.wait_ms,
+            shard=f"{address[0]}:{address[1]}",
         )
 
     async def _primary(self) -> Address:
@@ -207,6 +240,14 @@ class Connections:
         await self.client.aclose()
         if self._sentinel is not None:
             await self._sentinel.aclose()
+
+
+def _server_name(url: str) -> str:
+    """`host:port` (or the socket's path) of a one-server URL, credentials left out."""
+    params = parse_url(url)
+    if "path" in params:
+        return str(params["path"])
+    return f"{params.get('host', 'localhost')}:{params.get('port', 6379)}"
 
 
 def _tls_options(target: RedisTarget) -> dict[str, Any]:

@@ -14,10 +14,12 @@ from typing import Any
 from redis.asyncio import Redis, RedisCluster
 from redis.commands.core import AsyncScript
 
+from gateway.store.durability import ShardDurability
 from gateway.store.redis.admission import RedisAdmissionArea
 from gateway.store.redis.api_keys import RedisKeyArea
 from gateway.store.redis.artifacts import RedisArtifactArea
 from gateway.store.redis.callbacks import RedisCallbackArea
+from gateway.store.redis.cluster_pipeline import ClusterScriptPipeline
 from gateway.store.redis.connect import Connections
 from gateway.store.redis.errors import store_errors
 from gateway.store.redis.keys import RedisKeys
@@ -117,6 +119,24 @@ class RedisStore(
             return bool(await self._conn.client.ping())
         except Exception:
             return False
+
+    async def durability(self, within: float) -> list[ShardDurability]:
+        if self._conn is None:
+            return []
+        hot = self._conn.hot
+        try:
+            if isinstance(hot, ClusterScriptPipeline):
+                return await hot.durability(within)
+            state = await hot.durability(within)
+        except Exception:
+            return []
+        return [] if state is None else [state]
+
+    def node_of(self, tenant: str) -> str:
+        hot = self._conn.hot if self._conn is not None else None
+        if isinstance(hot, ClusterScriptPipeline):
+            return hot.node_of(self.keys.wallet(tenant))
+        return ""
 
     @property
     def client(self) -> Redis | RedisCluster:

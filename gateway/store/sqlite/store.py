@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from gateway.clock import Clock, wall
+from gateway.store.durability import ShardDurability
 from gateway.store.sqlite import ops
 from gateway.store.sqlite.admission import SqliteAdmissionArea
 from gateway.store.sqlite.api_keys import SqliteKeyArea
@@ -141,6 +142,12 @@ class SqliteStore(
         except sqlite3.Error:
             return False
         return True
+
+    async def durability(self, within: float) -> list[ShardDurability]:
+        return []  # one file: there are no replicas to wait for
+
+    def node_of(self, tenant: str) -> str:
+        return ""
 
     def memory_sizes(self) -> dict[str, int]:
         """Entries held in memory per kind (buckets, holds, leases, calls): tests, metrics."""

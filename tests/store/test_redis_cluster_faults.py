@@ -1,0 +1,183 @@
+"""A fault on one master of a Redis Cluster stays on that master's tenants.
+
+A master that stalls (SIGSTOP) fails the calls routed to it within the store's timeout, and no
+other: calls on other masters neither queue behind it nor wait for a map refresh that asks it
+first. A master that loses its replica takes money writes on its own AOF and says durability
+is reduced, naming itself. A finisher step that keeps failing on one master does not hold back
+the releases of tenants on another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gateway.admission.finisher import CallFinisher
+from gateway.errors import StoreUnavailable
+from gateway.store.base import AdmissionOutcome
+from gateway.store.health import StoreHealth
+from gateway.store.redis import RedisStore
+from tests.store.support import Run, admission, release, settlement
+from tests.support.redis_cluster import ClusterNode, LocalCluster, cluster_binaries
+from tests.support.serial import STORE_FAULTS
+from tests.support.waiting import wait_until, wait_until_async
+
+pytestmark = STORE_FAULTS
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    binary, cli = cluster_binaries()
+    # No failover while a master is paused here: its pause outlasts no node timeout.
+    with LocalCluster.running(
+        binary, cli, tmp_path / "cluster", node_timeout_ms=30_000, durable=True
+    ) as running:
+        yield running
+
+
+def _tenant_on(cluster: LocalCluster, store: RedisStore, master: ClusterNode, name: str) -> str:
+    """A tenant whose data live on `master`."""
+    for i in itertools.count():
+        tenant = f"{name}{i}"
+        if cluster.master_of(store.keys.wallet(tenant)).port == master.port:
+            return tenant
+    raise AssertionError("unreachable")
+
+
+def _first_and_other(cluster: LocalCluster) -> tuple[ClusterNode, ClusterNode]:
+    """The master a map refresh asks first (the lowest address), and another."""
+    first, other, *_ = sorted(cluster.masters(), key=lambda node: node.port)
+    return first, other
+
+
+def _pause(node: ClusterNode) -> None:
+    assert node.process is not None
+    os.kill(node.process.pid, signal.SIGSTOP)
+
+
+def _resume(node: ClusterNode) -> None:
+    assert node.process is not None
+    os.kill(node.process.pid, signal.SIGCONT)
+
+
+def test_a_paused_master_stalls_no_call_on_another(cluster: LocalCluster, run: Run) -> None:
+    store = RedisStore(cluster.url, prefix="pz:", socket_timeout=2.0)
+    paused, other = _first_and_other(cluster)
+    stalled, served = (
+        _tenant_on(cluster, store, paused, "a"),
+        _tenant_on(cluster, store, other, "b"),
+    )
+
+    async def scenario() -> None:
+        for tenant in (stalled, served):  # the map, and a connection to each master
+            await store.admit(admission(f"warm-{tenant}", tenant=tenant, rpm=0))
+        _pause(paused)
+        try:
+            for round_ in range(2):
+                # A call to the paused master waits for its watchdog (2 s); meanwhile calls
+                # on the other master are answered, also once a failure made the map stale.
+                waiting = asyncio.ensure_future(
+                    store.admit(admission(f"s{round_}", tenant=stalled, rpm=0))
+                )
+                await asyncio.sleep(0.3)  # (longer than the gap between two map refreshes)
+                for i in range(10):
+                    adm = admission(f"c{round_}-{i}", tenant=served, rpm=0)
+                    assert (await store.admit(adm)).outcome is AdmissionOutcome.ADMITTED
+                    await store.settle(settlement(adm, charge=0))
+                assert not waiting.done()
+                with pytest.raises(StoreUnavailable):
+                    await waiting
+        finally:
+            _resume(paused)
+
+    run(store.open())
+    try:
+        run(scenario())
+    finally:
+        run(store.close())
+
+
+def test_a_master_without_its_replica_takes_money_and_names_itself(
+    cluster: LocalCluster, run: Run
+) -> None:
+    store = RedisStore(cluster.url, prefix="nr:")
+    lonely, _ = _first_and_other(cluster)
+    tenant = _tenant_on(cluster, store, lonely, "a")
+    run(store.open())
+    try:
+        run(store.grant(tenant, 1_000_000, entry_id="g0", reason="start"))
+        states = {s.shard: s for s in run(store.durability(1.0))}
+        assert len(states) == 3 and not any(s.reduced for s in states.values())
+        cluster.kill(cluster.replica_of(lonely))
+        tries = itertools.count()
+
+        def paid_call() -> bool:
+            adm = admission(f"w{next(tries)}", tenant=tenant, hold=1, rpm=0)
+            try:
+                run(store.admit(adm))
+                run(store.settle(settlement(adm, charge=1)))
+            except StoreUnavailable:
+                return False
+            return True
+
+        # Writes counting on the replica as it went may fail (unknown outcomes); then none.
+        wait_until(paid_call, timeout=15, interval=0.05, what="a paid call without a replica")
+        assert all(paid_call() for _ in range(50))
+        states = {s.shard: s for s in run(store.durability(1.0))}
+        assert states[lonely.address].reduced and states[lonely.address].replicas == 0
+        assert states[lonely.address].aof == "always"
+        assert [s.shard for s in states.values() if s.reduced] == [lonely.address]
+        health = StoreHealth(store, timeout=1.0)
+        assert run(health.state()) == (True, (lonely.address,))
+        entries = run(store.ledger(tenant, limit=1_000)).entries
+        assert run(store.wallet(tenant)).balance_units == sum(e.amount_units for e in entries)
+    finally:
+        run(store.close())
+
+
+def test_a_failing_master_holds_back_no_release_on_another(cluster: LocalCluster, run: Run) -> None:
+    store = RedisStore(cluster.url, prefix="fr:", socket_timeout=1.0)
+    paused, other = _first_and_other(cluster)
+    stalled, served = (
+        _tenant_on(cluster, store, paused, "a"),
+        _tenant_on(cluster, store, other, "b"),
+    )
+    finisher = CallFinisher(store, retry_min=0.05, retry_max=0.2)
+
+    async def held(tenant: str) -> int:
+        return (await store.wallet(tenant)).held_units
+
+    async def scenario() -> None:
+        admitted = {}
+        for tenant in (stalled, served):
+            await store.grant(tenant, 1_000, entry_id="g0", reason="start")
+            adm = admission(f"c-{tenant}", tenant=tenant, hold=100, rpm=0)
+            assert (await store.admit(adm)).outcome is AdmissionOutcome.ADMITTED
+            admitted[tenant] = adm
+        assert await held(served) == 100
+        _pause(paused)
+        try:
+            finisher.start()
+            finisher.abandon(release(admitted[stalled]))  # queued first, and keeps failing
+            finisher.abandon(release(admitted[served]))
+            await wait_until_async(
+                lambda: held(served), lambda units: units == 0, seconds=8, what="the release"
+            )
+            assert finisher.pending == 1  # the paused master's step, still queued
+        finally:
+            _resume(paused)
+        await wait_until_async(lambda: finisher.pending, lambda n: n == 0, seconds=15, what="all")
+        assert await held(stalled) == 0
+
+    run(store.open())
+    try:
+        run(scenario())
+    finally:
+        run(finisher.close())
+        run(store.close())

@@ -1,0 +1,89 @@
+"""An Idempotency-Key's records are as durable as the charges they guard: the in-flight record
+an admission writes, and the reply a replay answers with, are answered only once the replica has
+them (docs/store.md, "Idempotency and failover"). Else a failover could lose the key while its
+call runs, and a retry with the same key would run, and be charged, a second time.
+
+On a real primary and replica; the replica paused (SIGSTOP) stops acknowledging while the
+primary still counts it, as a hung or lagging replica does."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gateway.errors import StoreUnavailable
+from gateway.store.base import AdmissionOutcome, StoredReply
+from gateway.store.redis import RedisStore
+from gateway.store.redis.pipeline import ReplicationTimeout
+from tests.store.support import Run, admission, claim, release, settlement
+from tests.support.redis_replicated import ReplicatedRedis
+
+REPLY = StoredReply(status=200, content_type="application/json", body=b'{"ok":1}', headers={})
+
+
+@pytest.fixture
+def pair(redis_binary: str, tmp_path: Path) -> Iterator[ReplicatedRedis]:
+    with ReplicatedRedis.running(redis_binary, tmp_path) as replicated:
+        yield replicated
+
+
+@pytest.fixture
+def store(pair: ReplicatedRedis, run: Run) -> Iterator[RedisStore]:
+    opened = RedisStore(pair.url(), prefix="gw:")
+    run(opened.open())
+    try:
+        run(opened.grant("t1", 1_000, entry_id="g1", reason="start"))
+        yield opened
+    finally:
+        run(opened.close())
+
+
+def _unknown(run: Run, coro: object) -> None:
+    """The step ran or not, nobody knows: StoreUnavailable, from a WAIT nobody acknowledged."""
+    with pytest.raises(StoreUnavailable) as caught:
+        run(coro)  # type: ignore[arg-type]
+    assert isinstance(caught.value.__cause__, ReplicationTimeout)
+
+
+def test_an_in_flight_key_the_replica_does_not_have_fails_the_call_retryably(
+    pair: ReplicatedRedis, store: RedisStore, run: Run
+) -> None:
+    key = claim()
+    first = admission("c1", hold=100, idempotency=key)
+    pair.pause_replica()
+    _unknown(run, store.admit(first))
+    # What the chat service does with an unknown admission: 503, and the call released.
+    run(store.release(release(first)))
+    # A call without a key writes nothing a failover could make run twice: it does not wait.
+    assert run(store.admit(admission("c-plain"))).outcome is AdmissionOutcome.ADMITTED
+    pair.resume_replica()
+
+    again = admission("c2", hold=100, idempotency=key)
+    assert run(store.admit(again)).outcome is AdmissionOutcome.ADMITTED
+    run(store.settle(settlement(again, charge=100, reply=REPLY)))
+    wallet = run(store.wallet("t1"))
+    assert (wallet.balance_units, wallet.held_units) == (900, 0)  # charged once, nothing held
+    charges = [e for e in run(store.ledger("t1", limit=10)).entries if e.kind == "charge"]
+    assert [e.id for e in charges] == ["charge:c2"]
+
+
+def test_a_reply_the_replica_does_not_have_is_not_replayed(
+    pair: ReplicatedRedis, store: RedisStore, run: Run
+) -> None:
+    key = claim()
+    first = admission("c1", hold=100, idempotency=key)
+    assert run(store.admit(first)).outcome is AdmissionOutcome.ADMITTED
+    pair.pause_replica()
+    # The settle ran on the primary alone: the finisher retries it, then answers the call and
+    # keeps it queued. A failover now would lose the reply (and the charge with it).
+    _unknown(run, store.settle(settlement(first, charge=100, reply=REPLY)))
+    _unknown(run, store.admit(admission("c2", idempotency=key)))
+    pair.resume_replica()
+
+    replayed = run(store.admit(admission("c3", idempotency=key)))
+    assert replayed.outcome is AdmissionOutcome.REPLAY
+    assert replayed.reply == REPLY
+    run(store.settle(settlement(first, charge=100, reply=REPLY)))  # the queued settle, again
+    assert run(store.wallet("t1")).balance_units == 900
