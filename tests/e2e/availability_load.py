@@ -12,6 +12,7 @@ Latency is recorded, never asserted.
 from __future__ import annotations
 
 import itertools
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -66,6 +67,14 @@ class Call:
     @property
     def ok(self) -> bool:
         return self.status in (200, 202)
+
+    @property
+    def error(self) -> str:
+        """`503 store_unavailable`, `-1 no answer`, ... (for a call that is not ok)."""
+        if self.status == -1:
+            return "-1 no answer"
+        found = self.body.get("error")
+        return f"{self.status} {found.get('code') if isinstance(found, dict) else found}"
 
 
 @dataclass
@@ -161,7 +170,7 @@ class PhaseRow:
     ok: int
     p50_ms: float
     p99_ms: float
-    errors: dict[int, int]  # status -> count
+    errors: dict[str, int]  # "status code" -> count
 
     @property
     def share(self) -> float:
@@ -185,10 +194,10 @@ def phase_table(calls: list[Call], timeline: Timeline, end: float) -> list[Phase
             mine = [
                 c for c in calls if c.tenant == tenant and timeline.phase_of(c.started) == phase
             ]
-            errors: dict[int, int] = {}
+            errors: dict[str, int] = {}
             for call in mine:
                 if not call.ok:
-                    errors[call.status] = errors.get(call.status, 0) + 1
+                    errors[call.error] = errors.get(call.error, 0) + 1
             latencies = [c.seconds * 1000 for c in mine]
             rows.append(
                 PhaseRow(
@@ -208,11 +217,11 @@ def phase_table(calls: list[Call], timeline: Timeline, end: float) -> list[Phase
 def format_table(title: str, rows: list[PhaseRow]) -> str:
     lines = [
         title,
-        "| tenant | phase | s | calls | ok | p50 ms | p99 ms | errors (status: n) |",
+        "| tenant | phase | s | calls | ok | p50 ms | p99 ms | errors (status code: n) |",
         "|---|---|---:|---:|---:|---:|---:|---|",
     ]
     for row in rows:
-        errors = ", ".join(f"{s}: {n}" for s, n in sorted(row.errors.items())) or "-"
+        errors = ", ".join(f"{e}: {n}" for e, n in sorted(row.errors.items())) or "-"
         lines.append(
             f"| {row.tenant} | {row.phase} | {row.seconds:.1f} | {row.calls} "
             f"| {row.share:.1%} | {row.p50_ms:.0f} | {row.p99_ms:.0f} | {errors} |"
@@ -262,7 +271,7 @@ def run_fault(
     """Every tenant's load (`keys`: tenant -> API key) for `steady_seconds`, then over
     `fault` (which marks its phases and returns once the store is whole again), then
     `steady_seconds` more; the table is printed."""
-    slug = title.split(" (")[0].replace(" ", "-")
+    slug = re.sub(r"[^A-Za-z0-9._:-]+", "-", title.split(" (")[0])  # a valid X-Request-Id
     loads = [TenantLoad(gateway, tenant, key, slug) for tenant, key in keys.items()]
     timeline = Timeline()
     for load in loads:
