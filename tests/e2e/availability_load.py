@@ -29,6 +29,7 @@ from tests.support.waiting import wait_until
 __all__ = [
     "PAUSE_SECONDS",
     "Call",
+    "HealthWatch",
     "PhaseRow",
     "Run",
     "TenantLoad",
@@ -42,6 +43,7 @@ __all__ = [
 
 PAUSE_SECONDS = 0.1
 """After each call, per loop: about 15 chats and 5 creates a second per tenant."""
+HEALTH_SECONDS = 0.25
 
 CHAT = {"model": "sim-chat-1", "messages": [{"role": "user", "content": "Hello"}]}
 IMAGE: tuple[str, dict[str, Any]] = (
@@ -90,6 +92,12 @@ class Timeline:
 
     def at(self, phase: str) -> float:
         return next(t for name, t in self.marks if name == phase)
+
+    def span(self, phase: str, end: float) -> tuple[float, float]:
+        """When `phase` began, and when the next one did (`end` for the last)."""
+        names = [name for name, _ in self.marks]
+        i = names.index(phase)
+        return self.marks[i][1], self.marks[i + 1][1] if i + 1 < len(self.marks) else end
 
     def phase_of(self, started: float) -> str:
         current = self.marks[0][0]
@@ -235,14 +243,51 @@ def success_share(calls: list[Call], tenant: str, since: float, until: float) ->
     return sum(c.ok for c in mine), len(mine)
 
 
+class HealthWatch:
+    """`GET /v1/health` every `HEALTH_SECONDS`: when, and what it said (`ok`, `store
+    unavailable`, `durability_reduced <shards>`, `no answer`)."""
+
+    def __init__(self, gateway: GatewayProcess) -> None:
+        self.seen: list[tuple[float, str]] = []
+        self._url = f"{gateway.base_url}/health"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def finish(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(HEALTH_SECONDS):
+            when = time.monotonic()
+            try:
+                body = httpx.get(self._url, timeout=2).json()
+            except (httpx.HTTPError, ValueError):
+                self.seen.append((when, "no answer"))
+                continue
+            said = body.get("store") or body["status"]
+            if body.get("shards"):
+                said += " " + ",".join(body["shards"])
+            self.seen.append((when, said))
+
+    def said(self, since: float, until: float) -> list[str]:
+        """What it said in [since, until), each answer once, in order of first sight."""
+        return list(dict.fromkeys(s for t, s in self.seen if since <= t < until))
+
+
 @dataclass
 class Run:
-    """The calls of every tenant's load over one fault, and the fault's phases."""
+    """The calls of every tenant's load over one fault, the fault's phases and what
+    `/v1/health` said meanwhile."""
 
     title: str
     loads: list[TenantLoad]
     timeline: Timeline
     end: float
+    health: HealthWatch
 
     def calls(self) -> list[Call]:
         return [c for load in self.loads for c in load.calls]
@@ -257,7 +302,12 @@ class Run:
         return [c for c in self.calls() if c.tenant == tenant and not c.ok]
 
     def table(self) -> str:
-        return format_table(self.title, phase_table(self.calls(), self.timeline, self.end))
+        rows = format_table(self.title, phase_table(self.calls(), self.timeline, self.end))
+        health = [
+            f"- {phase}: {'; '.join(self.health.said(*self.timeline.span(phase, self.end)))}"
+            for phase, _ in self.timeline.marks
+        ]
+        return "\n".join([rows, "/v1/health said, by phase:", *health])
 
 
 def run_fault(
@@ -270,10 +320,12 @@ def run_fault(
 ) -> Run:
     """Every tenant's load (`keys`: tenant -> API key) for `steady_seconds`, then over
     `fault` (which marks its phases and returns once the store is whole again), then
-    `steady_seconds` more; the table is printed."""
+    `steady_seconds` more, with `/v1/health` watched throughout; the table is printed."""
     slug = re.sub(r"[^A-Za-z0-9._:-]+", "-", title.split(" (")[0])  # a valid X-Request-Id
     loads = [TenantLoad(gateway, tenant, key, slug) for tenant, key in keys.items()]
     timeline = Timeline()
+    health = HealthWatch(gateway)
+    health.start()
     for load in loads:
         load.start()
     try:
@@ -284,7 +336,8 @@ def run_fault(
     finally:
         for load in loads:
             load.finish()
-    run = Run(title, loads, timeline, time.monotonic())
+        health.finish()
+    run = Run(title, loads, timeline, time.monotonic(), health)
     print()
     print(run.table())
     return run

@@ -11,8 +11,9 @@ primary over. Everything runs in a network namespace of its own, the test's own 
 The primary is killed (`kill -9`) under a steady mix of chats and creates, left dead
 `DOWN_SECONDS`, then started again (it rejoins as the new primary's replica). The test prints
 the success share and p50/p99 latency per phase and asserts: at least 99 % successes from
-`SETTLE_SECONDS` after the promotion until the return, and after the return; every 2xx charged
-once, nothing charged behind a retryable failure, the wallet equal to its ledger, nothing held.
+`SETTLE_SECONDS` after the promotion until the return, and after the return; `/v1/health`
+saying the primary's durability is reduced while it has no replica; every 2xx charged once,
+nothing charged behind a retryable failure, the wallet equal to its ledger, nothing held.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from tests.e2e.test_cluster_availability import (
     GOAL,
     SETTLE_SECONDS,
     STEADY_SECONDS,
+    WAIT_OPTIONS,
+    reported_reduced,
 )
 from tests.security.sandbox import Sandbox, require_sandbox
 from tests.support.gateway_process import ROOT, GatewayProcess
@@ -64,7 +67,7 @@ def _scenario(box: Sandbox, redis_binary: str, workdir: Path) -> Run:
     with LocalSentinel.running(redis_binary, workdir / "sentinel", durable=True) as sentinel:
         first, *others = sentinel.sentinel_ports
         nodes = [f"{UNREACHABLE}:{first}", *(f"127.0.0.1:{port}" for port in others)]
-        url = f"redis+sentinel://{','.join(nodes)}/{SERVICE}"
+        url = f"redis+sentinel://{','.join(nodes)}/{SERVICE}{WAIT_OPTIONS}"
         gateway = start_processes(
             workdir / "gw", MEDIA_CONFIG, url, processes=2, launcher=box.launcher
         )
@@ -113,4 +116,6 @@ def test_a_primary_killed_with_a_sentinel_unreachable(redis_binary: str, tmp_pat
         share, count = run.share(TENANT, since, until)
         if not count or share < GOAL:
             problems.append(f"{share:.1%} of {count} calls {what}")
+    if not reported_reduced(run, "promoted"):
+        problems.append("/v1/health never said durability_reduced after the promotion")
     assert not problems, "\n".join([*problems, run.table()])
