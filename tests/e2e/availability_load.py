@@ -81,7 +81,8 @@ class Call:
 
 @dataclass
 class Timeline:
-    """When each phase began (monotonic); a call belongs to the phase it started in."""
+    """When each phase began (monotonic); a call belongs to the phase it started in (one in
+    flight when a fault came counts in the phase before it)."""
 
     marks: list[tuple[str, float]] = field(default_factory=list)
 
