@@ -1,14 +1,19 @@
 """The store behind Sentinel (a primary, a replica, three sentinels): it works through the
 sentinels' primary, and when that primary is killed it follows the new one (the pipelined
-client and redis-py both ask the sentinels again) with only retryable failures meanwhile."""
+client and redis-py both ask the sentinels again) with only retryable failures meanwhile; a
+sentinel that never answers costs no reconnect more than its own timeout."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from gateway.errors import StoreUnavailable
 from gateway.store.base import AdmissionOutcome
@@ -73,3 +78,36 @@ def test_the_store_follows_the_primary_through_a_failover(
         assert run(store.grant("t1", 1, entry_id="g2", reason="after")).amount_units == 1
     finally:
         run(store.close())
+
+
+@contextlib.contextmanager
+def _silent_listener() -> Iterator[int]:
+    """A port that takes connections (the kernel completes them) and never answers: a sentinel
+    behind a dropped route, as slow to fail as one can be."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        yield int(listener.getsockname()[1])
+
+
+@STORE_FAULTS
+def test_a_sentinel_that_never_answers_costs_no_reconnect_its_failure(
+    sentinel: LocalSentinel, run: Run
+) -> None:
+    with _silent_listener() as silent:
+        # Named first: asked one after another, it would take the whole connect budget.
+        url = sentinel.url.replace("sentinel://", f"sentinel://127.0.0.1:{silent},")
+        store = RedisStore(url, prefix="us:", socket_timeout=2.0, connect_timeout=1.0)
+        run(store.open())
+        try:
+            run(store.grant("t1", 1_000, entry_id="g1", reason="start"))
+            for i in range(3):
+                # Every connection of the store is cut, as a failover does: each reconnects,
+                # asking the sentinels again.
+                with redis.Redis(port=sentinel.primary_port()) as admin:
+                    assert admin.client_kill_filter(_type="normal") >= 1
+                run(asyncio.sleep(0.1))  # the store's loop sees its connections closed
+                assert _paid_call(store, run, f"c{i}", 10)
+            assert run(store.wallet("t1")).balance_units == 1_000 - 30
+        finally:
+            run(store.close())

@@ -13,9 +13,10 @@ options). The credentials are the data nodes'; the sentinels are asked without t
 The store's own options, in every form:
 
 - `shards=N`: task queue shards (16; every process of a deployment must use the same);
-- `wait_replicas=N`, `wait_ms=MS`: a write that moves money is answered once N replicas have
-  it, waiting at most MS (docs/store.md, "Failover"); N is 0 on one server, 1 on a cluster
-  and behind Sentinel; MS is 250.
+- `wait_replicas=N`, `wait_ms=MS`: a write that moves money is answered once the replicas its
+  primary has, at most N, have it (none: on the primary's AOF), waiting at most MS
+  (docs/store.md, "Failover"); N is 0 on one server, 1 on a cluster and behind Sentinel; MS
+  is 250.
 
 Other options of a one-server URL go to redis-py as before; on a cluster or Sentinel only the
 `ssl_*` ones are known, and anything else is an error rather than ignored.
