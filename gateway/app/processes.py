@@ -18,11 +18,16 @@ holds no connection; it forks the processes, then waits for signals and for them
   each drains what it serves, as one process does. It exits 0 once all are gone. A second
   SIGTERM or SIGINT sends SIGINT: they stop without waiting for their connections.
 - SIGHUP: passed to every process, which reloads the routing file. A process that starts later
-  (a replacement) reads the file again as it starts, so it serves what the others serve.
+  (a replacement) reads the file again as it starts, so it serves what the others serve. While
+  stopping, nothing is passed on (`processes_reload_skipped`): a process past its final pass
+  has no handler left, and SIGHUP would end it mid-drain.
 - A process that dies (killed, crashed, out of memory) is logged (`process_exited`, level
-  error) and replaced, at most once a second per slot; its live metrics are marked dead. One
-  that could not start (its start-up failed: exit 3) stops the gateway with exit 1, since a
-  replacement would fail the same way.
+  error) and replaced, at most once a second per slot; its live metrics are marked dead. A
+  first process that could not start (its start-up failed: exit 3) stops the gateway with exit
+  1, since the others would fail the same way. A replacement that could not start (a store or
+  S3 check that failed for a moment) is retried after a pause that doubles from 1 s to 30 s
+  (`process_start_failed` with `retry_in`) while the others serve; so is a fork that failed
+  (`process_fork_failed`; at the first start, it stops the gateway).
 - If the supervisor itself is killed, the processes get SIGTERM (Linux's parent-death signal)
   and drain, so none is left holding the port.
 
@@ -67,6 +72,7 @@ STARTUP_FAILED = 3
 """A serving process's exit code when its start-up failed (uvicorn's own)."""
 
 _RESTART_SECONDS = 1.0
+_RETRY_MAX_SECONDS = 30.0
 _PR_SET_PDEATHSIG = 1
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD)
 
@@ -148,6 +154,17 @@ class _Slot:
     pid: int = 0
     started: float = 0.0
     restart_at: float | None = None
+    replacement: bool = False
+    """Its first process has started: a failure to start now is retried, not fatal."""
+    failures: int = 0
+    """Replacements in a row that could not start (or be forked): the next pause doubles."""
+
+    def retry_later(self) -> float:
+        """Schedules the next try, after a pause that doubles with each failure; the pause."""
+        self.failures += 1
+        pause: float = min(_RESTART_SECONDS * 2.0 ** (self.failures - 1), _RETRY_MAX_SECONDS)
+        self.restart_at = time.monotonic() + pause
+        return pause
 
 
 class Supervisor:
@@ -182,7 +199,8 @@ class Supervisor:
         name_the_process(True)
         try:
             for slot in self._slots:
-                self._start(slot)
+                if not self._stopping:  # (a fork that failed at the first start stops it)
+                    self._start(slot)
             while not self._stopping or any(slot.pid for slot in self._slots):
                 self._wait()
                 self._handle_signals()
@@ -196,7 +214,10 @@ class Supervisor:
                 os.close(fd)
             self._close_sockets()
             if self._metrics is not None:
-                self._metrics.close()
+                if self._live_pids():  # (a fault of ours): never pull it from under them
+                    _log.error("metrics_folder_kept", path=self._metrics.path)
+                else:
+                    self._metrics.close()
         return self._exit_code
 
     # The supervisor's loop.
@@ -219,6 +240,9 @@ class Supervisor:
             if signum in (signal.SIGTERM, signal.SIGINT):
                 self._stop(signal.Signals(signum).name)
             elif signum == signal.SIGHUP:
+                if self._stopping:
+                    _log.info("processes_reload_skipped", reason="stopping")
+                    continue
                 _log.info("processes_reload", processes=self._live_pids())
                 self._send(signal.SIGHUP)
 
@@ -260,10 +284,17 @@ class Supervisor:
             _log.info("process_stopped", slot=slot.index, process=pid, **how)
             return
         if code == STARTUP_FAILED:
+            if slot.replacement:
+                pause = slot.retry_later()
+                _log.error(
+                    "process_start_failed", slot=slot.index, process=pid, retry_in=pause, **how
+                )
+                return
             _log.error("process_start_failed", slot=slot.index, process=pid, **how)
             self._exit_code = 1
             self._stop("a process could not start")
             return
+        slot.replacement, slot.failures = True, 0  # it started, and served
         lived = time.monotonic() - slot.started
         slot.restart_at = slot.started + max(lived, _RESTART_SECONDS)
         _log.error("process_exited", slot=slot.index, process=pid, seconds=round(lived, 3), **how)
@@ -286,7 +317,17 @@ class Supervisor:
         sys.stderr.flush()
         gc.freeze()  # what the processes share stays unwritten by their collections
         parent = os.getpid()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError as exc:  # out of processes or memory, for now
+            if slot.replacement:
+                pause = slot.retry_later()
+                _log.error("process_fork_failed", slot=slot.index, error=str(exc), retry_in=pause)
+            else:
+                _log.error("process_fork_failed", slot=slot.index, error=str(exc))
+                self._exit_code = 1
+                self._stop("a process could not be forked")
+            return
         if pid == 0:
             self._child(slot, parent)
         slot.pid, slot.started = pid, time.monotonic()

@@ -3,8 +3,9 @@ an admission writes, and the reply a replay answers with, are answered only once
 them (docs/store.md, "Idempotency and failover"). Else a failover could lose the key while its
 call runs, and a retry with the same key would run, and be charged, a second time.
 
-On a real primary and replica; the replica paused (SIGSTOP) stops acknowledging while the
-primary still counts it, as a hung or lagging replica does."""
+On a real primary and replica: the WAITs the primary runs, what the replica holds when the
+store answers, and the replica paused (SIGSTOP), which stops acknowledging while the primary
+still counts it, as a hung or lagging replica does."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from gateway.errors import StoreUnavailable
 from gateway.store.base import AdmissionOutcome, StoredReply
@@ -19,6 +21,9 @@ from gateway.store.redis import RedisStore
 from gateway.store.redis.pipeline import ReplicationTimeout
 from tests.store.support import Run, admission, claim, release, settlement
 from tests.support.redis_replicated import ReplicatedRedis
+from tests.support.serial import STORE_FAULTS
+
+pytestmark = STORE_FAULTS
 
 REPLY = StoredReply(status=200, content_type="application/json", body=b'{"ok":1}', headers={})
 
@@ -40,20 +45,15 @@ def store(pair: ReplicatedRedis, run: Run) -> Iterator[RedisStore]:
         run(opened.close())
 
 
-def _unknown(run: Run, coro: object) -> None:
-    """The step ran or not, nobody knows: StoreUnavailable, from a WAIT nobody acknowledged."""
-    with pytest.raises(StoreUnavailable) as caught:
-        run(coro)  # type: ignore[arg-type]
-    assert isinstance(caught.value.__cause__, ReplicationTimeout)
-
-
 def test_an_in_flight_key_the_replica_does_not_have_fails_the_call_retryably(
     pair: ReplicatedRedis, store: RedisStore, run: Run
 ) -> None:
     key = claim()
     first = admission("c1", hold=100, idempotency=key)
     pair.pause_replica()
-    _unknown(run, store.admit(first))
+    with pytest.raises(StoreUnavailable) as caught:  # the first write the replica misses
+        run(store.admit(first))
+    assert isinstance(caught.value.__cause__, ReplicationTimeout)
     # What the chat service does with an unknown admission: 503, and the call released.
     run(store.release(release(first)))
     # A call without a key writes nothing a failover could make run twice: it does not wait.
@@ -69,21 +69,25 @@ def test_an_in_flight_key_the_replica_does_not_have_fails_the_call_retryably(
     assert [e.id for e in charges] == ["charge:c2"]
 
 
-def test_a_reply_the_replica_does_not_have_is_not_replayed(
+def test_an_idempotent_admission_and_its_replay_wait_for_the_replica(
     pair: ReplicatedRedis, store: RedisStore, run: Run
 ) -> None:
     key = claim()
     first = admission("c1", hold=100, idempotency=key)
+    before = pair.waits()
     assert run(store.admit(first)).outcome is AdmissionOutcome.ADMITTED
-    pair.pause_replica()
-    # The settle ran on the primary alone: the finisher retries it, then answers the call and
-    # keeps it queued. A failover now would lose the reply (and the charge with it).
-    _unknown(run, store.settle(settlement(first, charge=100, reply=REPLY)))
-    _unknown(run, store.admit(admission("c2", idempotency=key)))
-    pair.resume_replica()
+    assert pair.waits() > before  # answered once the replica had it...
+    with redis.Redis(port=pair.replica.port) as replica:
+        record = replica.hgetall(store.keys.idempotency("t1", key.scope))
+    assert record[b"call"] == b"c1"  # ...so a failover now keeps the key in flight
 
-    replayed = run(store.admit(admission("c3", idempotency=key)))
-    assert replayed.outcome is AdmissionOutcome.REPLAY
-    assert replayed.reply == REPLY
-    run(store.settle(settlement(first, charge=100, reply=REPLY)))  # the queued settle, again
+    run(store.settle(settlement(first, charge=100, reply=REPLY)))
+    before = pair.waits()
+    replayed = run(store.admit(admission("c2", idempotency=key)))
+    assert (replayed.outcome, replayed.reply) == (AdmissionOutcome.REPLAY, REPLY)
+    assert pair.waits() > before  # a replay is answered once the replica has the reply
+
+    before = pair.waits()
+    assert run(store.admit(admission("c3"))).outcome is AdmissionOutcome.ADMITTED
+    assert pair.waits() == before  # without a key: nothing a failover could make run twice
     assert run(store.wallet("t1")).balance_units == 900

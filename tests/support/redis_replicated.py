@@ -56,6 +56,12 @@ class ReplicatedRedis:
             if k.startswith("slave")
         )
 
+    def waits(self) -> int:
+        """WAITs the primary has run."""
+        with redis.Redis(port=self.primary.port) as client:
+            stats = client.info("commandstats")
+        return int(stats.get("cmdstat_wait", {}).get("calls", 0))
+
     def pause_replica(self) -> None:
         self.replica.pause()
 

@@ -66,7 +66,7 @@ _entry_decoder = msgspec.msgpack.Decoder(_PackedEntry)
 _blob = msgspec.msgpack.Decoder()
 _BLOBS = frozenset(("input", "metadata", "output", "error", "usage", "warnings"))
 _PROGRESS = ("percent", "stage", "message")
-_INTERNAL = frozenset(("seq", "entry", "unconfirmed", "idem"))
+_INTERNAL = frozenset(("seq", "entry", "unconfirmed", "idem", "claim"))
 _CALLBACK = "cb_"
 """The prefix of a task callback's fields in the task hash (`TaskCallback`'s names)."""
 

@@ -31,7 +31,8 @@ Tenant scope (``{p}{t:<tenant>}:`` then):
     done:{call_id}              string  settled-or-released marker         TTL: 1 day
     keys                        zset    API key hash by created_at (list_keys)
     task:{task_id}              hash    the task's fields (redis/tasks.py); unconfirmed, idem
-                                        until confirmed; shard once queued
+                                        until confirmed; shard once queued; claim (the
+                                        token of its last claim, task_unclaim.lua's)
     task_fence:{task_id}        string  an abandoned create (a late one takes nothing)  TTL: 1 day
     task_seq                    string  the tenant's last task sequence number
     tasks                       zset    task_id by the tenant's creation sequence (listing)
@@ -284,6 +285,19 @@ class RedisKeys:
 
     def shard_tenants(self, shard: int) -> str:
         return f"{self.shard_scope(shard)}tenants"
+
+    def other_shard_key(self, key: str) -> str | None:
+        """What a queue shard's key of another shard count than this store's holds (its name
+        after the shard's scope: ``queue``, ``entries``, ``tenants``, ``reconcile``); None for
+        any other key, this count's shards included (`gateway store migrate` moves them)."""
+        head = f"{self.prefix}{{q"
+        if not key.startswith(head):
+            return None
+        tag, sep, rest = key[len(head) :].partition("}:")
+        count, dot, _ = tag.partition(".")
+        if not sep or not dot or not count.isdigit() or int(count) == self.shards:
+            return None
+        return rest
 
     def reconcile_lock(self, shard: int) -> str:
         return f"{self.shard_scope(shard)}reconcile"

@@ -20,6 +20,13 @@ What the new layout files under a tenant but the old one kept without naming it:
   key runs again);
 - `done:{call}` markers and `task_fence:{task}` fences are dropped: they only matter for calls
   and creates in flight, and there are none while the gateways are stopped.
+
+It also moves the task queue to another shard count (the store URL's `?shards=`, changed):
+the queue shards of any other count (`RedisKeys.other_shard_key`) are read for the tenants
+they registered and the tasks their entries name; each such tenant is registered in its
+shard of the new count and each of its open tasks (queued or running) gets its entry there
+(idempotent per task), then the old shards' keys are deleted. A queued, paid task is never
+stranded in a shard no process reads.
 """
 
 from __future__ import annotations
@@ -74,12 +81,14 @@ class _Migration:
         self.found: dict[str, list[str]] = {}
         self.task_tenant: dict[str, str] = {}
         self.tenants: set[str] = set()
+        self.other_shards: dict[str, list[str]] = {}
 
     async def run(self) -> MigrationReport:
         with store_errors:
             await self._collect()
             await self._tenant_keys()
             await self._tasks()
+            await self._reshard()
             await self._expiry()
             await self._rates()
             await self._idempotency()
@@ -96,6 +105,8 @@ class _Migration:
             kind = self.old.kind_of(name)
             if kind is not None:
                 self.found.setdefault(kind[0], []).append(kind[1])
+            elif (rest := k.other_shard_key(name)) is not None:
+                self.other_shards.setdefault(rest, []).append(name)
             elif name.startswith(f"{k.prefix}{{t:") and "}:task:" in name:
                 tenant, task_id = k.task_id_of(name)
                 self.task_tenant[task_id] = tenant
@@ -173,6 +184,52 @@ class _Migration:
             keys=(new, k.task_expiry(tenant), *k.task_index_block(tenant, cap)),
             args=(store._retention_ms(), cap),
         )
+
+    async def _reshard(self) -> None:
+        """Queue shards of another count (`?shards=` changed): every tenant they registered,
+        or whose task an entry names, is registered in its shard of this count, and every
+        open task of it (queued or running, confirmed) gets its entry there; then the old
+        shards' keys go. The entry step is idempotent per task, so a rerun adds none twice."""
+        if not self.other_shards:
+            return
+        client, k = self.client, self.keys
+        tenants: set[str] = set()
+        named: dict[str, set[str]] = {}
+        for name in self.other_shards.get("tenants", []):
+            tenants.update(text(t) for t in await client.zrange(name, 0, -1))
+        for name in self.other_shards.get("queue", []):
+            entries: Any = await client.xrange(name)
+            for _, fields in entries:
+                task, tenant = fields.get(b"task"), fields.get(b"tenant")
+                if task and tenant:
+                    tenants.add(text(tenant))
+                    named.setdefault(text(tenant), set()).add(text(task))
+        for tenant in sorted(tenants):
+            added: Any = await client.zadd(
+                k.shard_tenants(k.shard_of(tenant)), {tenant: 0}, nx=True
+            )
+            self.report.moved["tenant_registration"] += int(added)
+            open_tasks = {text(t) for t in await client.zrange(k.tasks_open(tenant), 0, -1)}
+            for task_id in sorted(open_tasks | named.get(tenant, set())):
+                await self._requeue(tenant, task_id)
+        for rest in sorted(self.other_shards):
+            for name in self.other_shards[rest]:
+                await client.delete(name)
+                self.report.dropped[f"queue_shard_{rest}"] += 1
+
+    async def _requeue(self, tenant: str, task_id: str) -> None:
+        """An open task's entry in its shard of this count (a no-op for any other task)."""
+        k, client = self.keys, self.client
+        task = k.task(tenant, task_id)
+        status, unconfirmed, capability = await client.hmget(
+            task, ["status", "unconfirmed", "capability"]
+        )
+        if status not in (b"queued", b"running") or unconfirmed is not None:
+            return
+        await client.hset(task, "shard", k.shard_of(tenant))
+        await client.zadd(k.tasks_open(tenant), {task_id: self.now + RECHECK_SECONDS})
+        if await self.store._enqueue(tenant, task_id, text(capability or b"")):
+            self.report.moved["queued_task"] += 1
 
     async def _expiry(self) -> None:
         """The global retention zset, member by member into its tenant's."""

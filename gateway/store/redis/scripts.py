@@ -31,6 +31,7 @@ PIPELINED = (
     "task_confirm",
     "task_abandon",
     "task_claim",
+    "task_unclaim",
     "task_cancel",
     "task_finalize",
     "queue_add",
@@ -74,6 +75,7 @@ class PipelinedScripts:
     task_confirm: LuaScript
     task_abandon: LuaScript
     task_claim: LuaScript
+    task_unclaim: LuaScript
     task_cancel: LuaScript
     task_finalize: LuaScript
     queue_add: LuaScript

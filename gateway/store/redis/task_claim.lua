@@ -5,7 +5,8 @@
 -- KEYS: task, open, task_expiry, wallet, ledger, ledger_order, then the 11 index zsets of
 --       `capability`, callbacks_due
 -- ARGV: worker, lease_seconds, max_attempts, refund_id, refund reason, error (msgpack),
---       retention (ms), capability, recheck_seconds
+--       retention (ms), capability, recheck_seconds, claim token (kept as `claim`, so that
+--       task_unclaim.lua can take back this claim and no other)
 -- Returns {'claimed', task fields}, {'failed'}, {'busy', ms left of the lease}, {'gone'}
 -- (unknown, unconfirmed or terminal: the entry can go) or {'capability', the task's}.
 use_indexes(7, KEYS[3], ARGV[7])
@@ -27,7 +28,7 @@ end
 local lease_until = NOW + tonumber(ARGV[2])
 if not st[4] then redis.call('HSET', TASK, 'started_at', NOW) end
 redis.call('HSET', TASK, 'status', 'running', 'worker_id', ARGV[1], 'lease_until', lease_until,
-  'attempts', attempts + 1, 'stage', 'running')
+  'attempts', attempts + 1, 'stage', 'running', 'claim', ARGV[10])
 index_move(st[1], 'running')
 redis.call('ZADD', KEYS[2], lease_until + tonumber(ARGV[9]), st[5])
 return {'claimed', redis.call('HGETALL', TASK)}

@@ -11,7 +11,9 @@ both (docs/store.md, "The task queue"):
    take over the entries of workers that stopped (`XAUTOCLAIM`, idle for a lease);
    `task_claim.lua`, in the tenant's slot, alone decides whether an entry gives a claim: a task
    already running under a live lease is busy (the entry comes back when the lease would end),
-   an ended, unknown or unconfirmed one is gone (its entry is dropped).
+   an ended, unknown or unconfirmed one is gone (its entry is dropped). A claim whose answer
+   is not sure (its WAIT unacknowledged) is taken back at once (`task_unclaim.lua`), so a
+   replica's outage costs no attempt.
 3. A task that ends (finalize, cancel, out of attempts) leaves its tenant's open tasks in the
    same script; its entry is dropped after (`queue_drop.lua`). An entry left behind (that step
    failed) is met by a worker later, found gone, and dropped then.
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -174,30 +177,38 @@ class RedisTaskQueueArea:
         tenant_name = tenant.decode()
         capability = fields.get(b"capability", b"").decode()
         k = self.keys
+        token = secrets.token_hex(8)
         for _ in range(2):
-            res = await self._eval_hot(
-                "task_claim",
-                (
-                    k.task(tenant_name, task_id),
-                    k.tasks_open(tenant_name),
-                    k.task_expiry(tenant_name),
-                    *k.money(tenant_name),
-                    *k.task_index_block(tenant_name, capability),
-                    k.callbacks_due(tenant_name),
-                ),
-                (
-                    worker_id,
-                    lease_seconds,
-                    max_attempts,
-                    refund_id(task_id),
-                    WORKER_LOST,
-                    _lost_error,
-                    self._retention_ms(),
-                    capability,
-                    RECHECK_SECONDS,
-                ),
-                durable=True,
-            )
+            try:
+                res = await self._eval_hot(
+                    "task_claim",
+                    (
+                        k.task(tenant_name, task_id),
+                        k.tasks_open(tenant_name),
+                        k.task_expiry(tenant_name),
+                        *k.money(tenant_name),
+                        *k.task_index_block(tenant_name, capability),
+                        k.callbacks_due(tenant_name),
+                    ),
+                    (
+                        worker_id,
+                        lease_seconds,
+                        max_attempts,
+                        refund_id(task_id),
+                        WORKER_LOST,
+                        _lost_error,
+                        self._retention_ms(),
+                        capability,
+                        RECHECK_SECONDS,
+                        token,
+                    ),
+                    durable=True,
+                )
+            except StoreUnavailable:
+                await self._unclaim(
+                    entry, worker_id, tenant_name, task_id, capability, token, lease_seconds
+                )
+                raise
             if res[0] != b"capability":
                 break
             capability = text(res[1])
@@ -222,6 +233,46 @@ class RedisTaskQueueArea:
         elif kind in (b"gone", b"failed"):
             await self._drop(shard, task_id, entry_id)
         return None
+
+    async def _unclaim(
+        self,
+        entry: Entry,
+        worker_id: str,
+        tenant: str,
+        task_id: str,
+        capability: str,
+        token: str,
+        lease_seconds: float,
+    ) -> None:
+        """A claim whose answer was not sure (a WAIT the replicas did not acknowledge, a lost
+        connection) is taken back, so that it costs the task no attempt: during a replica's
+        outage every claim would fail so, and the task end `worker_lost` after
+        `max_attempts` leases. Its entry is made idle for a lease, so the next look takes it
+        at once. Best effort: a claim this cannot take back counts, as before."""
+        k = self.keys
+        with contextlib.suppress(StoreUnavailable):
+            back = await self._eval_hot(
+                "task_unclaim",
+                (
+                    k.task(tenant, task_id),
+                    k.tasks_open(tenant),
+                    k.task_expiry(tenant),
+                    *k.task_index_block(tenant, capability),
+                ),
+                (token, self._retention_ms(), RECHECK_SECONDS),
+            )
+            if back:
+                shard, entry_id, _ = entry
+                with store_errors:
+                    await self.client.xclaim(
+                        k.task_queue(shard),
+                        TASK_GROUP,
+                        worker_id,
+                        0,
+                        [entry_id],
+                        idle=max(0, int(lease_seconds * 1000)),
+                        justid=True,
+                    )
 
     async def _reclaim(
         self, worker_id: str, lease_seconds: float, max_attempts: int
