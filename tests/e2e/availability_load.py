@@ -308,7 +308,22 @@ class Run:
             f"- {phase}: {'; '.join(self.health.said(*self.timeline.span(phase, self.end)))}"
             for phase, _ in self.timeline.marks
         ]
-        return "\n".join([rows, "/v1/health said, by phase:", *health])
+        return "\n".join([rows, *self.costs(), "/v1/health said, by phase:", *health])
+
+    def costs(self) -> list[str]:
+        """Per tenant, its failed calls and when they started and ended, in seconds from the
+        fault (the second phase's start)."""
+        fault = self.timeline.marks[1][1]
+        lines = []
+        for tenant in dict.fromkeys(c.tenant for c in self.calls()):
+            failed = self.errors(tenant)
+            if not failed:
+                lines.append(f"- {tenant}: no error")
+                continue
+            first = min(c.started for c in failed) - fault
+            last = max(c.started + c.seconds for c in failed) - fault
+            lines.append(f"- {tenant}: {len(failed)} errors, from {first:+.1f} s to {last:+.1f} s")
+        return lines
 
 
 def run_fault(

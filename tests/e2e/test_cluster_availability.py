@@ -86,13 +86,17 @@ def _node_holding(cluster: LocalCluster, fragment: str) -> ClusterNode | None:
 
 
 def _key_on(gateway: GatewayProcess, cluster: LocalCluster, tenant: str, node: ClusterNode) -> str:
-    """A key of `tenant` whose record is on `node` if the layout puts records there (up to 30
-    tries: with untagged records, a third of the keys land on each master)."""
-    key = gateway.new_key(tenant)
-    for _ in range(29):
-        if _node_holding(cluster, hash_api_key(key)) is node:
-            break
+    """A key of `tenant` whose record is on `node` if the layout puts records there: up to 30
+    tries while records land anywhere (a third on each master), and none once three in a row
+    are in the tenant's own slot's master (records that follow their tenant)."""
+    home = cluster.master_of(RedisKeys("gw:").wallet(tenant))
+    at_home = 0
+    for _ in range(30):
         key = gateway.new_key(tenant)
+        holder = _node_holding(cluster, hash_api_key(key))
+        at_home = at_home + 1 if holder is home else 0
+        if holder in (node, None) or at_home == 3:  # None: the record is not named by its hash
+            break
     return key
 
 
