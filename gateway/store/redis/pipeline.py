@@ -171,9 +171,11 @@ class ScriptPipeline:
         if lane is self._main or watch is None:
             reply = await conn.send(data)
         else:
-            replicas = await watch.replicas_to_wait()
-            if not conn.alive:  # lost while the replicas were counted
-                conn = await lane.get()
+            replicas = watch.replicas_now()
+            if replicas is None:
+                replicas = await watch.replicas_to_wait()
+                if not conn.alive:  # lost while the replicas were counted
+                    conn = await lane.get()
             sent = conn.send(data)
             if replicas == 0:  # none keep up: the server's own AOF is what there is
                 reply = await sent

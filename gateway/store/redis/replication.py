@@ -88,6 +88,14 @@ class ReplicaWatch:
         """The primary's connection was made anew: count again before the next money write."""
         self._fresh = False
 
+    def replicas_now(self) -> int | None:
+        """`replicas_to_wait` without waiting, when the count is fresh (None: it is not)."""
+        if not self._fresh or self._replicas is None:
+            return None
+        if asyncio.get_running_loop().time() - self._read_at >= REFRESH_SECONDS:
+            self._start_read()
+        return min(self.wanted, self._replicas)
+
     async def replicas_to_wait(self) -> int:
         """How many replicas the next money write waits for."""
         if not self._fresh:
