@@ -1,7 +1,7 @@
-"""A claim whose replicas do not acknowledge it costs the task no attempt: the claim ran on the
-primary and its WAIT failed, and before the claim was taken back each such claim counted, so
-during a replica's outage a queued, paid task ended `worker_lost` (refunded, never run) after
-`max_attempts` leases.
+"""A claim whose replicas do not acknowledge it (it ran on the primary, its WAIT failed) is
+taken back and costs the task no attempt; counted, every claim during a replica's outage would
+fail so, and a queued, paid task end `worker_lost` (refunded, never run) after `max_attempts`
+leases.
 
 On a real primary and replica, the replica paused (SIGSTOP: its first missed write is an
 unknown outcome, whatever the store then makes of the replica); and, for claims that keep

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from gateway.admission.finisher import CallFinisher
 from gateway.errors import StoreUnavailable
 from gateway.store.base import AdmissionOutcome, StoredReply
 from gateway.store.redis import RedisStore
@@ -54,11 +55,13 @@ def test_an_in_flight_key_the_replica_does_not_have_fails_the_call_retryably(
     with pytest.raises(StoreUnavailable) as caught:  # the first write the replica misses
         run(store.admit(first))
     assert isinstance(caught.value.__cause__, ReplicationTimeout)
-    # What the chat service does with an unknown admission: 503, and the call released.
-    run(store.release(release(first)))
+    # What the chat service does with an unknown admission: 503, and the call's release queued.
+    finisher = CallFinisher(store)
+    finisher.abandon(release(first))
     # A call without a key writes nothing a failover could make run twice: it does not wait.
     assert run(store.admit(admission("c-plain"))).outcome is AdmissionOutcome.ADMITTED
     pair.resume_replica()
+    assert run(finisher.retry_pending())  # (the finisher's background pass)
 
     again = admission("c2", hold=100, idempotency=key)
     assert run(store.admit(again)).outcome is AdmissionOutcome.ADMITTED
@@ -91,3 +94,25 @@ def test_an_idempotent_admission_and_its_replay_wait_for_the_replica(
     assert run(store.admit(admission("c3"))).outcome is AdmissionOutcome.ADMITTED
     assert pair.waits() == before  # without a key: nothing a failover could make run twice
     assert run(store.wallet("t1")).balance_units == 900
+
+
+def test_the_release_of_an_idempotent_call_waits_for_the_replica(
+    pair: ReplicatedRedis, store: RedisStore, run: Run
+) -> None:
+    """A release frees the key: lost in a failover, the in-flight record (durable) would come
+    back and answer the key 409 until its lease ends."""
+    key = claim()
+    failed = admission("c1", hold=100, idempotency=key)
+    assert run(store.admit(failed)).outcome is AdmissionOutcome.ADMITTED
+    before = pair.waits()
+    run(store.release(release(failed)))
+    assert pair.waits() > before
+    with redis.Redis(port=pair.replica.port) as replica:
+        assert not replica.exists(store.keys.idempotency("t1", key.scope))
+
+    plain = admission("c2", hold=100)
+    assert run(store.admit(plain)).outcome is AdmissionOutcome.ADMITTED
+    before = pair.waits()
+    run(store.release(release(plain)))
+    assert pair.waits() == before
+    assert run(store.wallet("t1")).held_units == 0

@@ -15,11 +15,13 @@ import redis
 
 from gateway.store.redis import RedisStore
 from gateway.store.redis.migrate import migrate_layout
+from gateway.store.redis.shard_count import written_shard_count
 from tests.store.conftest import CALL_BOUND_SECONDS
 from tests.store.support import Run
 from tests.store.task_support import SHORT, balanced, create, lapse, made
 from tests.support import preloaded
 from tests.support.gateway_process import ROOT
+from tests.support.ports import free_port
 from tests.support.redis_cluster import LocalCluster
 from tests.support.redis_server import RedisServer
 
@@ -99,9 +101,29 @@ def test_migrate_moves_queued_tasks_to_the_new_shard_count(
     assert not [k for k in keys() if b"{q16." in k]
 
 
-def test_the_command_moves_them(redis_binary: str, tmp_path: Path, run: Run) -> None:
-    """`gateway store migrate` as an operator runs it, with the new URL, on a Redis of its own
-    (the command's default prefix)."""
+def test_the_count_is_recorded_and_another_one_found(
+    stores: tuple[Opened, Callable[[], list[bytes]]], run: Run
+) -> None:
+    open_store, _ = stores
+    before, after = open_store(16), open_store(4)
+    made(before, run, create("t0-task", tenant="t0", price=0))
+    # Written before the count was recorded: the other count's shards are found (once).
+    assert run(written_shard_count(after)) == 16
+    assert run(before.client.get(before.keys.queue_shards())) is None
+    assert run(written_shard_count(before)) == 16  # the first to ask with the count: recorded
+    assert run(before.client.get(before.keys.queue_shards())) == b"16"
+    assert run(written_shard_count(after)) == 16
+    run(migrate_layout(after))
+    assert run(written_shard_count(after)) == 4
+    assert run(written_shard_count(before)) == 4  # (the old URL is the wrong one now)
+
+
+def test_a_gateway_with_the_new_count_is_refused_and_the_command_moves_them(
+    redis_binary: str, tmp_path: Path, run: Run
+) -> None:
+    """As an operator meets it, on a Redis of its own (the commands' default prefix): `gateway
+    serve` with the new URL refuses to start, naming the command; `gateway store migrate` with
+    it moves the tasks."""
     with RedisServer.running(redis_binary, tmp_path / "redis") as server:
         before = RedisStore(f"{server.url}?shards=16")
         after = RedisStore(f"{server.url}?shards=4")
@@ -117,6 +139,12 @@ def test_the_command_moves_them(redis_binary: str, tmp_path: Path, run: Run) -> 
                 "GATEWAY_CONFIG": str(ROOT / "config" / "gateway.toml"),
                 "GATEWAY_STORE_URL": f"{server.url}?shards=4",
             }
+            env["GATEWAY_PORT"] = str(free_port())
+            refused = preloaded.run(["serve"], env=env, cwd=tmp_path)
+            assert refused.returncode == 2, refused.stdout + refused.stderr
+            assert "gateway: GATEWAY_STORE_URL: ?shards=4" in refused.stderr
+            assert "has 16 shards" in refused.stderr
+            assert "`gateway store migrate`" in refused.stderr
             result = preloaded.run(["store", "migrate"], env=env, cwd=tmp_path)
             assert result.returncode == 0, result.stderr
             assert "moved queued_task: 3" in result.stdout.splitlines()

@@ -7,7 +7,9 @@ its idempotency scope and its `done:{call_id}` marker, which makes the token rec
 once and fences a late admission of a released call. A settlement that charges or keeps a
 reply is durable: answered once the store's replicas have it (docs/store.md, "Failover"); so
 is an admission with an idempotency claim, whose in-flight record (or the reply it replays)
-guards a charge: lost in a failover, the same key would run again.
+guards a charge: lost in a failover, the same key would run again; and the release of such a
+call, which frees the key: lost, the record would come back and refuse the key until its
+lease ends.
 """
 
 from __future__ import annotations
@@ -131,4 +133,5 @@ class RedisAdmissionArea:
                 call_id,
                 DONE_TTL_SECONDS,
             ),
+            durable=claim is not None,
         )

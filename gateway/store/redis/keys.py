@@ -286,6 +286,10 @@ class RedisKeys:
     def shard_tenants(self, shard: int) -> str:
         return f"{self.shard_scope(shard)}tenants"
 
+    def queue_shards(self) -> str:
+        """Unscoped: the shard count the queue was written with (a string; `shard_count.py`)."""
+        return f"{self.prefix}queue_shards"
+
     def other_shard_key(self, key: str) -> str | None:
         """What a queue shard's key of another shard count than this store's holds (its name
         after the shard's scope: ``queue``, ``entries``, ``tenants``, ``reconcile``); None for

@@ -25,8 +25,9 @@ It also moves the task queue to another shard count (the store URL's `?shards=`,
 the queue shards of any other count (`RedisKeys.other_shard_key`) are read for the tenants
 they registered and the tasks their entries name; each such tenant is registered in its
 shard of the new count and each of its open tasks (queued or running) gets its entry there
-(idempotent per task), then the old shards' keys are deleted. A queued, paid task is never
-stranded in a shard no process reads.
+(idempotent per task), then the old shards' keys are deleted, and the new count is recorded
+(`shard_count.py`: a gateway started with another count is refused). A queued, paid task is
+never stranded in a shard no process reads.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ import msgspec
 from gateway.store.redis.codec import decode_entry, text
 from gateway.store.redis.errors import store_errors
 from gateway.store.redis.keys import LegacyKeys, RedisKeys
+from gateway.store.redis.shard_count import record_shard_count
 from gateway.store.redis.task_index import INDEX_VERSION
 from gateway.store.redis.tasks import RECHECK_SECONDS
 
@@ -95,6 +97,7 @@ class _Migration:
             await self._artifacts()
             await self._drop(("done", "task_fence"))
             await self._globals()
+        await record_shard_count(self.store)
         return self.report
 
     async def _collect(self) -> None:
