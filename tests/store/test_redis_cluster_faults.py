@@ -67,7 +67,7 @@ def _resume(node: ClusterNode) -> None:
 
 
 def test_a_paused_master_stalls_no_call_on_another(cluster: LocalCluster, run: Run) -> None:
-    store = RedisStore(cluster.url, prefix="pz:", socket_timeout=2.0)
+    store = RedisStore(cluster.url, prefix="pz:", socket_timeout=4.0)
     paused, other = _first_and_other(cluster)
     stalled, served = (
         _tenant_on(cluster, store, paused, "a"),
@@ -80,7 +80,7 @@ def test_a_paused_master_stalls_no_call_on_another(cluster: LocalCluster, run: R
         _pause(paused)
         try:
             for round_ in range(2):
-                # A call to the paused master waits for its watchdog (2 s); meanwhile calls
+                # A call to the paused master waits for its watchdog (4 s); meanwhile calls
                 # on the other master are answered, also once a failure made the map stale.
                 waiting = asyncio.ensure_future(
                     store.admit(admission(f"s{round_}", tenant=stalled, rpm=0))

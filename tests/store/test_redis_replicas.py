@@ -147,13 +147,13 @@ def test_a_paused_replica_is_counted_out_then_back_in(pair: _Pair, run: Run) -> 
 
 @STORE_FAULTS
 def test_a_write_waiting_for_its_replica_holds_back_no_admission(pair: _Pair, run: Run) -> None:
-    store = _store(pair.primary.url, 1_500)
+    store = _store(pair.primary.url, 4_000, socket_timeout=8.0)
 
     async def scenario() -> None:
         await store.grant("t1", 1_000, entry_id="g0", reason="x")  # counts the replica: 1
         pair.pause_replica()
         grant = asyncio.ensure_future(store.grant("t1", 10, entry_id="g1", reason="x"))
-        await asyncio.sleep(0.1)  # its WAIT is with the primary now, for 1.5 s
+        await asyncio.sleep(0.1)  # its WAIT is with the primary now, for 4 s
         for i in range(20):
             result = await store.admit(admission(f"c{i}", tenant="t1"))
             assert result.outcome is AdmissionOutcome.ADMITTED

@@ -165,10 +165,10 @@ class ScriptPipeline:
         return await self.call(*args)
 
     async def _run(self, lane: Lane, conn: PipelinedConnection, data: bytes, asking: bool) -> Any:
-        if asking:
-            conn.send(command_bytes("ASKING")).add_done_callback(consume)
         watch = self._watch
         if lane is self._main or watch is None:
+            if asking:
+                conn.send(command_bytes("ASKING")).add_done_callback(consume)
             reply = await conn.send(data)
         else:
             replicas = watch.replicas_now()
@@ -176,6 +176,8 @@ class ScriptPipeline:
                 replicas = await watch.replicas_to_wait()
                 if not conn.alive:  # lost while the replicas were counted
                     conn = await lane.get()
+            if asking:
+                conn.send(command_bytes("ASKING")).add_done_callback(consume)
             sent = conn.send(data)
             if replicas == 0:  # none keep up: the server's own AOF is what there is
                 reply = await sent
