@@ -27,7 +27,6 @@ from gateway.app.processes import (
 from gateway.app.settings import MAX_PROCESSES, Settings
 from gateway.artifacts.store_url import blob_store_from_url, close_blob_store, open_blob_store
 from gateway.config.loader import GatewayConfig
-from gateway.errors import StoreUnavailable
 from gateway.http.protocol import HttpLimits, bounded_protocol
 from gateway.store import store_from_url
 from gateway.store.sqlite.lock import StoreLocked, claim_for_serving
@@ -60,26 +59,20 @@ async def _check_blobs(settings: Settings) -> None:
 
 async def _check_shards(settings: Settings) -> None:
     """A Redis store's task queue is in the URL's shard count (docs/store.md, "Changing the
-    shard count"); unchecked while Redis does not answer (the gateway starts without it)."""
+    shard count")."""
     from gateway.store.redis import RedisStore
-    from gateway.store.redis.shard_count import written_shard_count
+    from gateway.store.redis.shard_count import shard_count_refusal
 
     store = store_from_url(settings.resolved_store_url)
     if not isinstance(store, RedisStore):
         return
     await store.open()
     try:
-        written = await written_shard_count(store)
-    except StoreUnavailable:
-        return
+        refusal = await shard_count_refusal(store)
     finally:
         await store.close()
-    if written != store.keys.shards:
-        raise StartupError(
-            f"GATEWAY_STORE_URL: ?shards={store.keys.shards}, but the store's task queue has "
-            f"{written} shards, whose queued tasks no process would read: stop every gateway "
-            "and run `gateway store migrate` with the new URL (or use the old count)"
-        )
+    if refusal is not None:
+        raise StartupError(refusal)
 
 
 class StartupError(Exception):

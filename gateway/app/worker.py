@@ -28,6 +28,8 @@ from gateway.routing.breakers import Breakers
 from gateway.routing.resolver import Router
 from gateway.routing.secrets import Scrubber
 from gateway.store import store_from_url
+from gateway.store.redis import RedisStore
+from gateway.store.redis.shard_count import shard_count_refusal
 from gateway.tasks.retention import apply_task_retention
 from providers.registry import spec_for
 
@@ -35,16 +37,23 @@ __all__ = ["run_worker"]
 
 
 def run_worker(settings: Settings, config: GatewayConfig) -> int:
-    asyncio.run(_run(settings, config))
+    """0 once stopped; 2 when refused before starting (one line on stderr)."""
+    refusal = asyncio.run(_run(settings, config))
+    if refusal is not None:
+        print(f"gateway: {refusal}", file=sys.stderr)
+        return 2
     print("Worker stopped.", file=sys.stderr)
     return 0
 
 
-async def _run(settings: Settings, config: GatewayConfig) -> None:
+async def _run(settings: Settings, config: GatewayConfig) -> str | None:
     store = store_from_url(settings.resolved_store_url)
     apply_task_retention(store, config.file.gateway)  # the tasks this process ends
     blobs = blob_store_from_url(settings.artifacts_url, settings.resolved_artifacts_dir)
     await store.open()
+    if isinstance(store, RedisStore) and (refusal := await shard_count_refusal(store)):
+        await store.close()
+        return refusal  # its queue in other shards than the URL's (docs/store.md)
     generations = Generations(grace_seconds=RETIRE_SECONDS)
     scrubber = Scrubber()
     try:
@@ -96,6 +105,7 @@ async def _run(settings: Settings, config: GatewayConfig) -> None:
         await generations.close()
         await close_blob_store(blobs)
         await store.close()
+    return None
 
 
 def _providers(config: GatewayConfig) -> dict[str, Any]:

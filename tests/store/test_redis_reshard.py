@@ -122,8 +122,8 @@ def test_a_gateway_with_the_new_count_is_refused_and_the_command_moves_them(
     redis_binary: str, tmp_path: Path, run: Run
 ) -> None:
     """As an operator meets it, on a Redis of its own (the commands' default prefix): `gateway
-    serve` with the new URL refuses to start, naming the command; `gateway store migrate` with
-    it moves the tasks."""
+    serve` and `gateway worker` with the new URL refuse to start, naming the command; `gateway
+    store migrate` with it moves the tasks."""
     with RedisServer.running(redis_binary, tmp_path / "redis") as server:
         before = RedisStore(f"{server.url}?shards=16")
         after = RedisStore(f"{server.url}?shards=4")
@@ -145,6 +145,9 @@ def test_a_gateway_with_the_new_count_is_refused_and_the_command_moves_them(
             assert "gateway: GATEWAY_STORE_URL: ?shards=4" in refused.stderr
             assert "has 16 shards" in refused.stderr
             assert "`gateway store migrate`" in refused.stderr
+            worker = preloaded.run(["worker"], env=env, cwd=tmp_path)  # (a worker of its own)
+            assert worker.returncode == 2, worker.stdout + worker.stderr
+            assert "`gateway store migrate`" in worker.stderr
             result = preloaded.run(["store", "migrate"], env=env, cwd=tmp_path)
             assert result.returncode == 0, result.stderr
             assert "moved queued_task: 3" in result.stdout.splitlines()

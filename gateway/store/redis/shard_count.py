@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from gateway.errors import StoreUnavailable
 from gateway.store.redis.codec import text
 from gateway.store.redis.errors import store_errors
 
 if TYPE_CHECKING:
     from gateway.store.redis.store import RedisStore
 
-__all__ = ["record_shard_count", "written_shard_count"]
+__all__ = ["record_shard_count", "shard_count_refusal", "written_shard_count"]
 
 
 async def written_shard_count(store: RedisStore) -> int:
@@ -43,3 +44,19 @@ async def record_shard_count(store: RedisStore) -> None:
     """The store's own count, as the one its queue is written with (after a migration)."""
     with store_errors:
         await store.client.set(store.keys.queue_shards(), store.keys.shards)
+
+
+async def shard_count_refusal(store: RedisStore) -> str | None:
+    """Why a process with `store`'s URL must not start (its shard count is not the queue's),
+    or None; None too while Redis does not answer (a process starts without its store)."""
+    try:
+        written = await written_shard_count(store)
+    except StoreUnavailable:
+        return None
+    if written == store.keys.shards:
+        return None
+    return (
+        f"GATEWAY_STORE_URL: ?shards={store.keys.shards}, but the store's task queue has "
+        f"{written} shards, whose queued tasks no process would read: stop every gateway and "
+        "run `gateway store migrate` with the new URL (or use the old count)"
+    )
