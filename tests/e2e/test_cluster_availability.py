@@ -169,7 +169,7 @@ def _promoted(cluster: LocalCluster, replica: ClusterNode) -> Callable[[], bool]
     return lambda: cluster.role(replica) == "master"
 
 
-def test_a_master_killed_and_left_dead(scene: Scene) -> None:
+def test_a_master_killed_and_left_dead_costs_its_tenants_the_election_only(scene: Scene) -> None:
     cluster, victim = scene.cluster, scene.victim
     replica = cluster.replica_of(victim)
 
@@ -185,7 +185,7 @@ def test_a_master_killed_and_left_dead(scene: Scene) -> None:
     _check(_run(scene, "master killed", fault), "promoted")
 
 
-def test_a_replica_killed_and_left_dead(scene: Scene) -> None:
+def test_a_replica_killed_and_left_dead_keeps_its_master_serving(scene: Scene) -> None:
     cluster = scene.cluster
     replica = cluster.replica_of(scene.victim)
 
@@ -199,7 +199,7 @@ def test_a_replica_killed_and_left_dead(scene: Scene) -> None:
     _check(_run(scene, "replica killed", fault), "replica down")
 
 
-def test_a_master_paused_past_the_node_timeout(scene: Scene) -> None:
+def test_a_master_paused_past_the_node_timeout_stalls_no_other_master(scene: Scene) -> None:
     cluster, victim = scene.cluster, scene.victim
     replica = cluster.replica_of(victim)
 

@@ -102,7 +102,9 @@ def _scenario(box: Sandbox, redis_binary: str, workdir: Path) -> Run:
             gateway.stop()
 
 
-def test_a_primary_killed_with_a_sentinel_unreachable(redis_binary: str, tmp_path: Path) -> None:
+def test_a_primary_killed_with_a_sentinel_unreachable_costs_the_election_only(
+    redis_binary: str, tmp_path: Path
+) -> None:
     require_sandbox()
     with Sandbox.start(dropped=[UNREACHABLE]) as box:
         run = box.run(_scenario, box, redis_binary, tmp_path)
