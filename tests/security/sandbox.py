@@ -12,6 +12,10 @@ to such an address through the system resolver, as it would in production.
         box.run(fn)            # fn runs on a thread inside the namespace (its sockets are there)
         box.launcher           # `nsenter ... --`: a process started under it lives there too
 
+`dropped` addresses are routed to a link where nothing answers (a veth pair whose far end has
+no address, the next hop a made-up MAC): every packet to them is silently lost, so a connect
+hangs until the client's own timeout, as across a broken route or a dropping firewall.
+
 Needs root (or CAP_SYS_ADMIN), `unshare`/`nsenter` (util-linux) and `ip` (iproute2):
 without them the tests skip locally and fail on CI (`CI=true`).
 """
@@ -65,9 +69,14 @@ class Sandbox:
     @classmethod
     @contextlib.contextmanager
     def start(
-        cls, *, addresses: Sequence[str] = (), hosts: Mapping[str, str] | None = None
+        cls,
+        *,
+        addresses: Sequence[str] = (),
+        hosts: Mapping[str, str] | None = None,
+        dropped: Sequence[str] = (),
     ) -> Iterator[Sandbox]:
-        """A namespace whose loopback carries `addresses` and whose /etc/hosts has `hosts`."""
+        """A namespace whose loopback carries `addresses`, whose /etc/hosts has `hosts` and
+        where packets to the `dropped` (IPv4) addresses vanish."""
         folder = Path(tempfile.mkdtemp(prefix="sandbox-"))
         lines = ["127.0.0.1 localhost", "::1 localhost ip6-localhost"]
         lines += [f"{address} {name}" for name, address in (hosts or {}).items()]
@@ -84,6 +93,14 @@ class Sandbox:
             f"i=0; until {{ {checks}; }} && ! ip addr show dev lo | grep -q tentative;"
             " do i=$((i+1)); [ $i -lt 200 ] || exit 1; sleep 0.05; done"
         )
+        if dropped:
+            steps += ["ip link add drop0 type veth peer name drop1", "ip link set drop1 up"]
+            steps += ["ip link set drop0 up", "ip addr add 198.18.255.254/32 dev drop0"]
+        for address in dropped:
+            steps.append(f"ip route add {address}/32 dev drop0 src 198.18.255.254")
+            steps.append(
+                f"ip neigh replace {address} lladdr 02:00:00:00:00:01 dev drop0 nud permanent"
+            )
         # `cat` holds the namespaces open until our end of its stdin closes (also if we die).
         script = " && ".join([*steps, "echo ready", "exec cat >/dev/null"])
         holder = subprocess.Popen(

@@ -7,6 +7,7 @@ serving process's pid in `process`; every line a serving process writes carries 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,13 +76,17 @@ def start_processes(
     *,
     processes: int = 2,
     extra_env: dict[str, str] | None = None,
+    launcher: Sequence[str] = (),
 ) -> GatewayProcess:
     """`gateway serve` with GATEWAY_PROCESSES on `store_url`, once every process has loaded
-    its routing file; its private metrics folder goes under `workdir` (TMPDIR)."""
+    its routing file; its private metrics folder goes under `workdir` (TMPDIR). `launcher`:
+    as `start_gateway`'s."""
     tmp = workdir / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
     env = {"GATEWAY_PROCESSES": str(processes), "TMPDIR": str(tmp), **(extra_env or {})}
-    gateway = start_gateway(workdir, config_text, store_url=store_url, extra_env=env)
+    gateway = start_gateway(
+        workdir, config_text, store_url=store_url, extra_env=env, launcher=launcher
+    )
     pids = wait_until(
         lambda: serving_pids(gateway),
         lambda found: len(found) == processes,

@@ -67,11 +67,15 @@ class LocalCluster:
         replicas: int = 1,
         node_timeout_ms: int = 1000,
         durable: bool = False,
+        full_coverage: bool = True,
     ) -> None:
         self.binary, self.cli, self.workdir = binary, cli, workdir
         self.masters_count, self.replicas = masters, replicas
         self.node_timeout_ms = node_timeout_ms
         self.durable = durable
+        self.full_coverage = full_coverage
+        """`cluster-require-full-coverage`: Redis's default (yes) stops every master while one
+        slot is unserved; `no` keeps the others serving (docs/deploy.md)."""
         self.url_options = ""
         """Store URL options (`?wait_ms=...`) that `url` carries."""
         self.nodes = [
@@ -93,9 +97,17 @@ class LocalCluster:
         *,
         node_timeout_ms: int = 1000,
         durable: bool = False,
+        full_coverage: bool = True,
     ) -> Iterator[LocalCluster]:
         """A cluster of its own (for a test that kills nodes), stopped when the block ends."""
-        cluster = cls(binary, cli, workdir, node_timeout_ms=node_timeout_ms, durable=durable)
+        cluster = cls(
+            binary,
+            cli,
+            workdir,
+            node_timeout_ms=node_timeout_ms,
+            durable=durable,
+            full_coverage=full_coverage,
+        )
         try:
             cluster.start()
             yield cluster
@@ -126,6 +138,7 @@ class LocalCluster:
         args += ["--cluster-port", str(node.bus_port)]
         args += ["--cluster-node-timeout", str(self.node_timeout_ms)]
         args += ["--cluster-replica-validity-factor", "0"]  # any replica may take over
+        args += ["--cluster-require-full-coverage", "yes" if self.full_coverage else "no"]
         args += ["--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"]
         args += ["--dir", str(node.workdir), "--save", ""]
         if self.durable:
@@ -188,6 +201,22 @@ class LocalCluster:
         assert node.process is not None
         node.process.kill()
         node.process.wait(timeout=10)
+
+    def pause(self, node: ClusterNode) -> None:
+        """SIGSTOP: its connections stay open and nothing is answered (a stalled node)."""
+        assert node.process is not None
+        os.kill(node.process.pid, signal.SIGSTOP)
+
+    def resume(self, node: ClusterNode) -> None:
+        assert node.process is not None
+        os.kill(node.process.pid, signal.SIGCONT)
+
+    def role(self, node: ClusterNode) -> str:
+        """`master` or `slave`, as the node says of itself ("" when it does not answer)."""
+        try:
+            return str(node.info("replication").get("role", ""))
+        except redis.RedisError:
+            return ""
 
     def restart(self, node: ClusterNode) -> None:
         """Start a killed node again on its ports and folder: it rejoins (as a replica when

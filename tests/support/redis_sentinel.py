@@ -32,10 +32,10 @@ the restarted old one still loading its first sync. The sentinels' logs are kept
 
 
 class LocalSentinel:
-    def __init__(self, binary: str, workdir: Path) -> None:
+    def __init__(self, binary: str, workdir: Path, *, durable: bool = False) -> None:
         self.binary, self.workdir = binary, workdir
-        self.primary = RedisServer(binary, workdir / "primary")
-        self.replica = RedisServer(binary, workdir / "replica")
+        self.primary = RedisServer(binary, workdir / "primary", durable=durable)
+        self.replica = RedisServer(binary, workdir / "replica", durable=durable)
         self.sentinel_ports = [free_port() for _ in range(3)]
         self._sentinels: list[subprocess.Popen[bytes]] = []
 
@@ -46,8 +46,12 @@ class LocalSentinel:
 
     @classmethod
     @contextlib.contextmanager
-    def running(cls, binary: str, workdir: Path) -> Iterator[LocalSentinel]:
-        setup = cls(binary, workdir)
+    def running(
+        cls, binary: str, workdir: Path, *, durable: bool = False
+    ) -> Iterator[LocalSentinel]:
+        """Started; stopped when the block ends. `durable`: the data nodes write every write
+        to their append-only file before answering it (`appendfsync always`)."""
+        setup = cls(binary, workdir, durable=durable)
         try:
             setup.start()
             yield setup

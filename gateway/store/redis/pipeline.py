@@ -26,7 +26,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from redis.exceptions import NoScriptError, ReadOnlyError
+from redis.exceptions import NoScriptError, ReadOnlyError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.store.durability import ShardDurability
@@ -52,6 +52,17 @@ _CONFIG_AOF = command_bytes("CONFIG", "GET", "append*")
 class ReplicationTimeout(RedisTimeoutError):
     """A durable call ran, but fewer replicas than asked acknowledged it within the wait: a
     failover now could lose it, so its outcome counts as unknown."""
+
+
+_DEMOTED = "UNBLOCKED"
+"""Redis's error for a `WAIT` it cut short because the server stopped being a primary (made a
+replica: a paused master back after its replica took over, a `REPLICAOF`)."""
+
+
+def _demoted(reply: object) -> bool:
+    """Whether a `WAIT` ended so: the write ran on a node that no longer leads, an outcome as
+    unknown as that of a `WAIT` that timed out."""
+    return isinstance(reply, ResponseError) and str(reply).startswith(_DEMOTED)
 
 
 class LuaScript(NamedTuple):
@@ -175,6 +186,8 @@ class ScriptPipeline:
                 reply = await sent
                 if not isinstance(reply, Exception):
                     acked = await acks
+                    if _demoted(acked):
+                        raise ReplicationTimeout(f"the WAIT was cut short: {acked}") from acked
                     if isinstance(acked, Exception):
                         raise acked
                     if acked < replicas:
