@@ -90,8 +90,8 @@ class Sandbox:
         wanted = ["127.0.0.1", "::1", *addresses]
         checks = " && ".join(f"ip addr show dev lo | grep -q ' {a}/'" for a in wanted)
         steps.append(
-            f"i=0; until {{ {checks}; }} && ! ip addr show dev lo | grep -q tentative;"
-            " do i=$((i+1)); [ $i -lt 200 ] || exit 1; sleep 0.05; done"
+            f"{{ i=0; until {{ {checks}; }} && ! ip addr show dev lo | grep -q tentative;"
+            " do i=$((i+1)); [ $i -lt 200 ] || exit 1; sleep 0.05; done; }"
         )
         if dropped:
             steps += ["ip link add drop0 type veth peer name drop1", "ip link set drop1 up"]
