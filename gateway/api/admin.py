@@ -21,6 +21,7 @@ from litestar.handlers.base import BaseRouteHandler
 
 from gateway.admin import callbacks as callback_admin
 from gateway.admin import service
+from gateway.admin.paging import Page, page_of, row_cursor
 from gateway.admin.token import check_admin_token
 from gateway.admin.usage import usage_report
 from gateway.api.admin_views import (
@@ -31,6 +32,7 @@ from gateway.api.admin_views import (
     tenant_view,
     usage_view,
 )
+from gateway.api.query import page_limit
 from gateway.api.resources import Resources
 from gateway.api.task_view import callback_view
 from gateway.api.wallet import ledger_list
@@ -43,6 +45,9 @@ from gateway.schemas.wallet import LedgerList
 __all__ = ["ADMIN_PATH", "HANDLERS"]
 
 ADMIN_PATH = "/admin/v1"
+
+_LIST_LIMIT = "100"
+_LIST_MAX = 200
 
 
 class _NewKey(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -71,15 +76,34 @@ def _query(request: Request[Any, Any, Any], name: str) -> str | None:
     return value or None
 
 
+def _page_query(request: Request[Any, Any, Any]) -> tuple[int, str | None]:
+    """`limit` (1 to 200, 100 by default) and `after` of a paged admin list."""
+    limit = page_limit(request.query_params.get("limit") or _LIST_LIMIT, high=_LIST_MAX)
+    return limit, _query(request, "after")
+
+
+def _list(page: Page[Any], data: list[Any]) -> dict[str, Any]:
+    return {
+        "object": "list",
+        "data": data,
+        "has_more": page.has_more,
+        "next_after": page.next_after,
+    }
+
+
 async def _body(request: Request[Any, Any, Any], decoder: msgspec.json.Decoder[Any]) -> Any:
     require_json_content_type(context_of(request.scope).content_type)
     return decode_json(await request.body(), decoder, ValidationFailed)
 
 
 @get("/tenants")
-async def list_tenants(resources: Resources) -> dict[str, Any]:
-    summaries = await service.tenant_summaries(resources.store, resources.config)
-    return {"object": "list", "data": [tenant_view(s) for s in summaries]}
+async def list_tenants(request: Request[Any, Any, Any], resources: Resources) -> dict[str, Any]:
+    limit, after = _page_query(request)
+    page = page_of(sorted(resources.config.tenants), limit=limit, after=after, cursor=str)
+    summaries = [
+        await service.tenant_summary(resources.store, resources.config, name) for name in page.items
+    ]
+    return _list(page, [tenant_view(s) for s in summaries])
 
 
 @get("/tenants/{tenant:str}")
@@ -95,7 +119,9 @@ async def list_keys(request: Request[Any, Any, Any], resources: Resources) -> di
         tenant=_query(request, "tenant"),
         prefix=_query(request, "prefix"),
     )
-    return {"object": "list", "data": [key_view(r) for r in records]}
+    limit, after = _page_query(request)
+    page = page_of(records, limit=limit, after=after, cursor=lambda record: record.key_id)
+    return _list(page, [key_view(r) for r in page.items])
 
 
 @post("/keys", status_code=201)
@@ -171,7 +197,11 @@ async def usage(request: Request[Any, Any, Any], resources: Resources) -> dict[s
         tenant=_query(request, "tenant"),
         now=time.time(),
     )
-    return usage_view(report)
+    limit, after = _page_query(request)
+    page = page_of(
+        report.rows, limit=limit, after=after, cursor=lambda r: row_cursor(r.tenant, r.model, r.day)
+    )
+    return usage_view(report, page.items, has_more=page.has_more, next_after=page.next_after)
 
 
 @get("/tasks")

@@ -76,6 +76,9 @@ class Tenant(_Closed):
 class TenantList(_Closed):
     object: Literal["list"]
     data: list[Tenant]
+    has_more: bool
+    next_after: str | None
+    """The `after` of the next page when `has_more`."""
 
 
 class AdminKey(_Closed):
@@ -100,6 +103,9 @@ class CreatedKey(_Closed):
 class AdminKeyList(_Closed):
     object: Literal["list"]
     data: list[AdminKey]
+    has_more: bool
+    next_after: str | None
+    """The `after` of the next page when `has_more`."""
 
 
 class Entry(_Closed):
@@ -127,6 +133,8 @@ class UsageView(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, rename
     object: Literal["usage"]
     from_: Timestamp
     to: Timestamp
+    has_more: bool
+    next_after: str | None
     data: list[UsageRow]
 
 
