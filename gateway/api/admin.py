@@ -22,6 +22,7 @@ from litestar.handlers.base import BaseRouteHandler
 from gateway.admin import callbacks as callback_admin
 from gateway.admin import service
 from gateway.admin.paging import Page, page_of, row_cursor
+from gateway.admin.task_pages import task_page
 from gateway.admin.token import check_admin_token
 from gateway.admin.usage import usage_report
 from gateway.api.admin_views import (
@@ -209,14 +210,15 @@ async def tasks(request: Request[Any, Any, Any], resources: Resources) -> dict[s
     limit = request.query_params.get("limit") or "50"
     if not (limit.isascii() and limit.isdigit()):  # isdigit alone passes "²", int() refuses it
         raise service.invalid("limit", "an integer from 1 to 200")
-    found = await service.recent_tasks(
+    page = await task_page(
         resources.store,
         resources.config,
         tenant=_query(request, "tenant"),
         status=_query(request, "status"),
         limit=int(limit),
+        after=_query(request, "after"),
     )
-    return {"object": "list", "data": [task_view(task) for task in found]}
+    return _list(page, [task_view(task) for task in page.items])
 
 
 @post("/tenants/{tenant:str}/callback-secret", status_code=201)

@@ -153,6 +153,8 @@ class AdminTask(_Closed):
 class AdminTaskList(_Closed):
     object: Literal["list"]
     data: list[AdminTask]
+    has_more: bool
+    next_after: str | None
 
 
 _CallbackStatus = Literal["pending", "delivered", "retrying", "failed", "disabled"]

@@ -110,3 +110,28 @@ def test_a_limit_out_of_range_is_refused_naming_it(tmp_path: Path) -> None:
                 assert response.json()["error"]["details"][0]["field"] == "limit"
 
     _run(tmp_path, scenario)
+
+
+def test_recent_tasks_of_every_tenant_page_newest_first(tmp_path: Path) -> None:
+    async def scenario(gw: InProcessApp) -> None:
+        made = []
+        for n in range(5):
+            tenant = "limited" if n == 1 else "default"  # limited: one request a minute
+            created = await gw.client.post(
+                "/v1/images/generations",
+                json={"model": "image-model-2", "prompt": f"fox {n}"},
+                headers=gw.auth(gw.keys[tenant]),
+            )
+            assert created.status_code == 202, created.text
+            made.append(created.json()["task_id"])
+        whole = await _list(gw, "/tasks")
+        assert [task["id"] for task in whole["data"]][:5] == made[::-1]  # newest first
+        pages = await _all_pages(gw, "/tasks", 2)
+        assert [len(page) for page in pages] == [2, 2, 1]
+        assert [task["id"] for page in pages for task in page] == [t["id"] for t in whole["data"]]
+        one = await _all_pages(gw, "/tasks", 1, tenant="limited")
+        assert [task["id"] for page in one for task in page] == [made[1]]
+        bad = await gw.client.get("/admin/v1/tasks", params={"after": "!!"}, headers=ADMIN)
+        assert bad.status_code == 422 and bad.json()["error"]["details"][0]["field"] == "after"
+
+    _run(tmp_path, scenario)

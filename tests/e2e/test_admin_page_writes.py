@@ -2,7 +2,8 @@
 key made with a budget and a model list whose secret (shown once) makes a chat call and whose
 spend the page then shows; an edit, a rotation with and without grace, a revocation; a grant
 and an adjustment that move nothing until confirmed; API refusals shown beside their form;
-and every list the page shows (tenants, keys, spend, a tenant's ledger) paged by the API."""
+and every list the page shows (tenants, keys, spend, tasks, a tenant's ledger) paged by the
+API."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ starting_grant_credits = 1000
 
 [providers.sim]
 kind = "simulator"
+task_seconds = 0.05
 
 [[models]]
 id = "sim-chat-1"
@@ -51,8 +53,15 @@ provider = "sim"
 capability = "chat"
 pricing = { input_usd_per_mtok = 10, output_usd_per_mtok = 30 }
 
+[[models]]
+id = "image-model-2"
+provider = "sim"
+capabilities = ["text_to_image"]
+pricing = { credits_per_image = { standard = 1, hd = 2 } }
+
 [routing.auto]
 chat = ["sim-chat-1"]
+text_to_image = ["image-model-2"]
 
 [tenants.default]
 models = ["*"]
@@ -349,7 +358,8 @@ def test_credits_move_only_once_confirmed_and_show_in_the_ledger(
 
 @pytest.fixture(scope="module")
 def crowded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GatewayProcess, str]]:
-    """A gateway with more tenants, keys, spend rows and ledger entries than one page holds."""
+    """A gateway with more tenants, keys, spend rows, ledger entries and tasks than one page
+    holds."""
     token, token_hash = admin_token()
     tenants = "".join(
         f'\n[tenants.team-{n:02d}]\nmodels = ["*"]\n' for n in range(MANY_TENANTS - 1)
@@ -370,6 +380,12 @@ def crowded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GatewayP
             for n in range(PAGE_SIZE + 3):
                 entry = {"amount": "1", "reason": f"entry {n}", "id": f"e-{uuid.uuid4().hex}"}
                 assert admin.post("/tenants/default/grants", json=entry).status_code == 201
+        with httpx.Client(
+            base_url=process.base_url, headers={"Authorization": f"Bearer {process.api_key}"}
+        ) as api:
+            for n in range(PAGE_SIZE + 3):
+                body = {"model": "image-model-2", "prompt": f"fox {n}"}
+                assert api.post("/images/generations", json=body).status_code == 202
         yield process, token
     finally:
         process.stop()
@@ -414,8 +430,9 @@ def test_every_list_on_the_page_pages(browser: Any, crowded: tuple[GatewayProces
         all_keys = [k["id"] for k in admin.get("/keys").json()["data"]]
         all_usage = admin.get("/usage").json()["data"]
         ledger = admin.get("/tenants/default/ledger", params={"limit": "100"}).json()["data"]
+        all_tasks = [t["id"] for t in admin.get("/tasks", params={"limit": "100"}).json()["data"]]
     assert len(all_tenants) == MANY_TENANTS and len(all_keys) > PAGE_SIZE
-    assert len(all_usage) > PAGE_SIZE and len(ledger) > PAGE_SIZE
+    assert len(all_usage) > PAGE_SIZE and len(ledger) > PAGE_SIZE and len(all_tasks) > PAGE_SIZE
 
     tenant_pages = _pages(browser, "tenants", "Tenant")
     assert [len(p) for p in tenant_pages] == [PAGE_SIZE, MANY_TENANTS - PAGE_SIZE]
@@ -425,6 +442,8 @@ def test_every_list_on_the_page_pages(browser: Any, crowded: tuple[GatewayProces
     spend_pages = _pages(browser, "spend", "Tenant")
     assert _joined(spend_pages) == [row["tenant"] for row in all_usage]
     assert len(spend_pages[0]) == PAGE_SIZE
+    task_pages = _pages(browser, "tasks", "Task id")
+    assert len(task_pages) == 2 and _joined(task_pages) == all_tasks
 
     browser.find_element(By.CSS_SELECTOR, 'button.credits[data-tenant="default"]').click()
     wait(browser, lambda d: len(rows(d, "ledger")) == PAGE_SIZE, "a full ledger page")

@@ -13,6 +13,7 @@ import { Pager } from "./pager.js";
 const PAGE_SIZE = 20;
 let tenantPager = null;
 let spendPager = null;
+let taskPager = null;
 
 function showError(text) {
   const box = $("error");
@@ -141,7 +142,8 @@ async function loadSpend() {
 
 async function loadTasks() {
   const status = $("task-status").value;
-  const page = await api(`/tasks${query({ status })}`);
+  const page = await api(`/tasks${query({ status, limit: PAGE_SIZE, after: taskPager.after })}`);
+  if (!taskPager.update(page)) return loadTasks();
   fill("tasks", page.data, taskRow, status ? `No ${status} tasks.` : "No tasks yet.");
 }
 
@@ -252,13 +254,17 @@ function start() {
   whenTokenRefused(refused);
   tenantPager = new Pager($("tenants-pager"), () => loadTenants().catch(loadFailed));
   spendPager = new Pager($("spend-pager"), () => loadSpend().catch(loadFailed));
+  taskPager = new Pager($("tasks-pager"), () => loadTasks().catch(loadFailed));
   const tenantsChanged = () => loadTenants().catch(loadFailed);
   initKeys(tenantsChanged, loadFailed);
   initCredits(tenantsChanged, loadFailed);
   $("login-form").addEventListener("submit", onLogin);
   $("logout").addEventListener("click", onLogout);
   $("refresh").addEventListener("click", () => loadAll());
-  $("task-status").addEventListener("change", () => run([loadTasks]));
+  $("task-status").addEventListener("change", () => {
+    taskPager.reset();
+    run([loadTasks]);
+  });
   $("tenants").addEventListener("click", (event) => {
     const control = event.target.closest("button.credits");
     if (control) chooseTenant(control.dataset.tenant).catch(loadFailed);

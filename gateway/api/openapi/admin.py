@@ -119,6 +119,7 @@ ADMIN_DOCS: dict[tuple[str, str], OperationDoc] = {
             "tenant": {"type": "string"},
             "status": _or_empty({"enum": _STATUSES}),
             "limit": _or_empty({**_LIMIT, "maximum": 200, "default": 50}),
+            "after": _PAGE["after"],
         },
     ),
     ("GET", f"{_BASE}/routing"): _admin("The routing table and breakers", {200: RoutingView}),
