@@ -23,6 +23,7 @@ from gateway.store.callbacks import (
     CallbackStatus,
     TaskCallback,
 )
+from gateway.store.periods import BudgetPeriod
 from gateway.store.records import (
     Admission,
     AdmissionOutcome,
@@ -30,6 +31,8 @@ from gateway.store.records import (
     ApiKeyRecord,
     Call,
     IdempotencyClaim,
+    KeyBudget,
+    KeySettings,
     LedgerEntry,
     LedgerKind,
     LedgerPage,
@@ -73,6 +76,8 @@ __all__ = [
     "IdempotencyClaim",
     "ItemOrder",
     "ItemsPage",
+    "KeyBudget",
+    "KeySettings",
     "LedgerEntry",
     "LedgerKind",
     "LedgerPage",
@@ -110,7 +115,28 @@ class Store(Protocol):
 
     # API keys
     async def create_key(self, record: ApiKeyRecord, key_hash: str) -> None: ...
-    async def get_key(self, key_hash: str) -> ApiKeyRecord | None: ...
+    async def get_key(self, key_hash: str, tag: str | None = None) -> ApiKeyRecord | None:
+        """The key whose secret hashes to `key_hash`; `tag` is the slot tag the secret carries
+        (`gateway.store.key_tags`; None for a secret issued without one). A rotated key's old
+        secret finds the record with `valid_until` set."""
+        ...
+
+    async def update_key(self, key_id: str, settings: KeySettings) -> ApiKeyRecord | None:
+        """Replace the key's settings; the record after, None when there is no such key."""
+        ...
+
+    async def rotate_key(
+        self, key_id: str, key_hash: str, prefix: str, *, grace_seconds: float
+    ) -> ApiKeyRecord | None:
+        """The key's secret becomes `key_hash` (same id, settings and spend); the old one
+        still finds the key for `grace_seconds` (a secret retired before goes at once). None
+        when there is no such key or it is revoked."""
+        ...
+
+    async def key_spent(self, tenant: str, key_id: str, period: BudgetPeriod) -> int:
+        """What the key spent (charges and debits less refunds) in the current `period`."""
+        ...
+
     async def revoke_key(self, key_id: str) -> bool:
         """False when no such key; revoking twice is fine (True)."""
         ...

@@ -11,6 +11,7 @@ from typing import Literal
 import msgspec
 
 from gateway.config.limits import RateLimits
+from gateway.store.periods import BudgetPeriod
 
 __all__ = [
     "Admission",
@@ -19,6 +20,8 @@ __all__ = [
     "ApiKeyRecord",
     "Call",
     "IdempotencyClaim",
+    "KeyBudget",
+    "KeySettings",
     "LedgerEntry",
     "LedgerKind",
     "LedgerPage",
@@ -33,6 +36,29 @@ __all__ = [
 LedgerKind = Literal["grant", "debit", "charge", "refund", "adjustment"]
 
 
+class KeyBudget(msgspec.Struct, kw_only=True, frozen=True):
+    """What a key may spend per calendar period (`gateway.store.periods`), in units."""
+
+    units: int
+    period: BudgetPeriod
+
+
+class KeySettings(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
+    """A key's governance, every field optional: a key without them behaves as a plain key.
+
+    `models` empty = every model of the tenant (`["*"]` at the edge); the rate limits apply
+    below the tenant's (the lower one wins); `metadata` is the operator's, at most 16 pairs.
+    Kept as one msgpack blob on both stores, replaced whole by an update."""
+
+    name: str = ""
+    models: tuple[str, ...] = ()
+    budget: KeyBudget | None = None
+    expires_at: float | None = None
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+    metadata: dict[str, str] = {}
+
+
 class ApiKeyRecord(msgspec.Struct, kw_only=True, frozen=True):
     key_id: str
     tenant: str
@@ -41,6 +67,11 @@ class ApiKeyRecord(msgspec.Struct, kw_only=True, frozen=True):
     prefix: str = ""
     """The key's first characters, shown to operators to tell keys apart ("" for keys issued
     before it was kept). Not secret: too short to guess the rest from."""
+    settings: KeySettings = KeySettings()
+    valid_until: float | None = None
+    """Set on the record a rotated key's old secret finds: the end of its grace."""
+    last_used_at: float | None = None
+    """When an admission last took this key (Redis: shared; SQLite: this process's)."""
 
 
 class RateState(msgspec.Struct, kw_only=True, frozen=True):
@@ -85,6 +116,8 @@ class AdmissionOutcome(enum.Enum):
     KEY_REUSED = "key_reused"
     RATE_LIMITED = "rate_limited"
     INSUFFICIENT_CREDITS = "insufficient_credits"
+    KEY_BUDGET_EXCEEDED = "key_budget_exceeded"
+    """The wallet covers the hold but the key's budget for this period does not."""
     ABANDONED = "abandoned"
     """The call was already released: an admission that reached the store after its caller
     gave up on it (see `Store.release`). Nothing was taken."""
@@ -108,6 +141,8 @@ class Call(msgspec.Struct, kw_only=True, frozen=True):
     limits: RateLimits
     tokens_reserved: int = 0
     idempotency: IdempotencyClaim | None = None
+    budget: KeyBudget | None = None
+    """The key's budget: a hold must fit in it as well as in the wallet."""
 
 
 class Admission(msgspec.Struct, kw_only=True, frozen=True):
@@ -183,6 +218,9 @@ class LedgerEntry(msgspec.Struct, kw_only=True, frozen=True):
     model: str = ""
     """The model a charge, debit or refund was for ("" for grants, adjustments and entries
     written before the ledger kept it)."""
+    key_id: str = ""
+    """The API key a charge, debit or refund was for: its spend in the entry's period moves
+    with it ("" for grants, adjustments and entries written before the ledger kept it)."""
 
 
 class LedgerPage(msgspec.Struct, kw_only=True, frozen=True):

@@ -21,7 +21,7 @@ from typing import Any, Literal
 import msgspec
 
 from gateway.store.callbacks import TaskCallback
-from gateway.store.records import IdempotencyClaim, RateLimits, RateState
+from gateway.store.records import IdempotencyClaim, KeyBudget, RateLimits, RateState
 
 __all__ = [
     "TASK_RETENTION_SECONDS",
@@ -129,6 +129,8 @@ class TaskCreate(msgspec.Struct, kw_only=True, frozen=True):
     input: dict[str, Any]
     metadata: dict[str, str]
     idempotency: IdempotencyClaim | None = None
+    budget: KeyBudget | None = None
+    """The key's budget: the price must fit in it as well as in the wallet."""
     reply_ttl_seconds: int = 86_400
     """How long the idempotency record (fingerprint -> task id) is kept."""
     hold_seconds: int = 900
@@ -148,6 +150,7 @@ class TaskCreateOutcome(enum.Enum):
     KEY_REUSED = "key_reused"
     RATE_LIMITED = "rate_limited"
     INSUFFICIENT_CREDITS = "insufficient_credits"
+    KEY_BUDGET_EXCEEDED = "key_budget_exceeded"
     ABANDONED = "abandoned"
     """This task id was abandoned before the create reached the store: nothing was taken."""
 

@@ -105,7 +105,8 @@ def test_records_written_before_prefix_and_model_still_load(redis_stores: Stores
 
     async def write_old() -> None:
         await store.client.hset(
-            k.api_key("hash-old"), mapping={"key_id": "key_old", "tenant": "t1", "created_at": 1.0}
+            k.legacy_api_key("hash-old"),
+            mapping={"key_id": "key_old", "tenant": "t1", "created_at": 1.0},
         )
         await store.client.set(k.api_key_id("key_old"), "hash-old")
         await store.client.zadd(k.tenant_keys("t1"), {"hash-old": 1.0})

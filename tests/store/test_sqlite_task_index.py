@@ -100,7 +100,7 @@ def test_a_schema_4_file_gains_the_listing_indexes_and_completed_at(
         run(store.close())
     check = sqlite3.connect(path)
     try:
-        assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+        assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
         names = {row[1] for row in check.execute("PRAGMA index_list(tasks)")}
         assert set(_NEW_INDEXES) <= names
         tables = {row[0] for row in check.execute("SELECT name FROM sqlite_master")}

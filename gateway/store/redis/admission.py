@@ -63,6 +63,9 @@ class RedisAdmissionArea:
                 DONE_TTL_SECONDS,
                 admission.min_hold_units,
                 admission.min_tokens_reserved,
+                call.api_key_id,
+                call.budget.units if call.budget is not None else -1,
+                call.budget.period if call.budget is not None else "",
             ),
         )
         return admission_result(res, limits)
@@ -102,6 +105,7 @@ class RedisAdmissionArea:
                 s.reply_ttl_seconds,
                 DONE_TTL_SECONDS,
                 s.model,
+                call.api_key_id,
             ),
             durable=s.charge_units > 0 or s.reply is not None,
         )

@@ -18,6 +18,7 @@ from gateway.store.base import (
     AdmissionOutcome,
     AdmissionResult,
     ApiKeyRecord,
+    KeySettings,
     LedgerEntry,
     LedgerKind,
     RateLimits,
@@ -33,22 +34,27 @@ __all__ = [
     "decode_entry",
     "decode_task",
     "encode_reply",
+    "encode_settings",
     "key_record",
     "text",
 ]
 
-KEY_FIELDS = ("key_id", "tenant", "created_at", "revoked_at", "prefix")
+KEY_FIELDS = (
+    "key_id", "tenant", "created_at", "revoked_at", "prefix", "settings", "valid_until"
+)  # fmt: skip
 """The fields of an API key hash, in the order `key_record` reads them."""
 
 _OUTCOMES = {o.value.encode(): o for o in AdmissionOutcome}
+_settings_decoder = msgspec.msgpack.Decoder(KeySettings)
 _reply_encoder = msgspec.msgpack.Encoder()
 _reply_decoder = msgspec.msgpack.Decoder(StoredReply)
 
 
 class _PackedEntry(msgspec.Struct, array_like=True, frozen=True):
     """A ledger entry as common.lua packs it ('' stands for None). Entries packed before
-    `model` existed have nine elements; extra trailing elements are ignored (a newer gateway's
-    entries stay readable by an older one during a rolling upgrade)."""
+    `model` existed have nine elements, before `key_id` ten; extra trailing elements are
+    ignored (a newer gateway's entries stay readable by an older one during a rolling
+    upgrade)."""
 
     id: str
     tenant: str
@@ -60,6 +66,7 @@ class _PackedEntry(msgspec.Struct, array_like=True, frozen=True):
     task_id: str
     request_id: str
     model: str = ""
+    key_id: str = ""
 
 
 _entry_decoder = msgspec.msgpack.Decoder(_PackedEntry)
@@ -88,6 +95,7 @@ def decode_entry(packed: bytes) -> LedgerEntry:
         task_id=e.task_id or None,
         request_id=e.request_id or None,
         model=e.model,
+        key_id=e.key_id,
     )
 
 
@@ -116,7 +124,7 @@ def text(value: Any) -> str:
 
 def key_record(fields: Sequence[bytes | str | None]) -> ApiKeyRecord | None:
     """An API key hash read with KEY_FIELDS; None when the key does not exist."""
-    key_id, tenant, created_at, revoked_at, prefix = fields
+    key_id, tenant, created_at, revoked_at, prefix, settings, valid_until = fields
     if key_id is None or tenant is None or created_at is None:
         return None
     return ApiKeyRecord(
@@ -125,7 +133,16 @@ def key_record(fields: Sequence[bytes | str | None]) -> ApiKeyRecord | None:
         created_at=float(created_at),
         revoked_at=float(revoked_at) if revoked_at is not None else None,
         prefix=text(prefix) if prefix is not None else "",
+        settings=_settings_decoder.decode(settings)
+        if isinstance(settings, bytes) and settings
+        else KeySettings(),
+        valid_until=float(valid_until) if valid_until is not None else None,
     )
+
+
+def encode_settings(settings: KeySettings) -> bytes:
+    """A key's settings as its record keeps them (b"" for none)."""
+    return b"" if settings == KeySettings() else _reply_encoder.encode(settings)
 
 
 def decode_task(raw: Sequence[bytes] | Mapping[bytes, bytes]) -> TaskRecord | None:

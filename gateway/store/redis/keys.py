@@ -16,7 +16,9 @@ keys a step shares carry one hash tag (the part in braces, which alone decides t
   cluster whose slots are split evenly spread evenly over its masters.
 - ``{a<k>.<j>}``: artifact shard ``k`` of `ARTIFACT_SHARDS` (by the artifact id), a record
   and its place in the shard's expiry zset, so an artifact is found by its id alone.
-- API keys are looked up by their hash or id alone: one key each, no tag.
+- ``{<key tag>}``: an API key's record and its tenant's id index, under the slot tag its
+  secret carries (`gateway.store.key_tags`: a short tag in the same slot as ``{t:<tenant>}``),
+  so a key is found from the secret alone, in its tenant's slot.
 
 Tenant scope (``{p}{t:<tenant>}:`` then):
 
@@ -62,8 +64,18 @@ Queue shard scope (``{p}{q<n>.<k>.<j>}:`` then):
 Artifact shard scope (``{p}{a<k>.<j>}:`` then): ``artifact:{id}`` (msgpack ArtifactRecord) and
 ``artifact_expiry`` (zset, artifact_id by expires_at).
 
-Unscoped: ``{p}apikey:{key_hash}`` (hash: key_id, tenant, created_at, prefix, revoked_at?),
-``{p}apikey_id:{key_id}`` (string: key_hash), ``{p}task_index_version`` (string).
+Key tag scope (``{p}{<key tag>}:`` then, in the tenant's slot): ``apikey:{key_hash}`` (hash:
+key_id, tenant, created_at, prefix, revoked_at?, settings? (msgpack KeySettings),
+valid_until? (an old secret in its grace; the hash expires a day after)) and ``apikey_ids``
+(hash: key_id -> its secret's hash, ``<key_id>:prev`` -> the previous secret's). The tenant's
+wallet hash also keeps each key's spend (``s:<key_id>:<period>`` units and
+``S:<key_id>:<period>`` the period's first day) and last use (``u:<key_id>``); its holds hash
+the key of each hold (``k:<hold id>``) and each key's held units (``kt:<key_id>``).
+
+Unscoped: ``{p}apikey_id:{key_id}`` (string: the key's tag; a 64-character hash for a key of
+the previous layout), ``{p}apikey_tag:{key_hash}`` (string: the tag of a key issued without
+one in its secret), ``{p}task_index_version`` (string); ``{p}apikey:{key_hash}`` is the
+previous layout's record, moved to its tag's slot when first read.
 
 A task that ended expires `task_retention_days` later (its hash's TTL; the sweep removes its
 index entries); artifacts have no TTL (the sweep deletes them). `gateway store migrate`
@@ -135,11 +147,22 @@ class RedisKeys:
 
     # Unscoped ---------------------------------------------------------------------------
 
-    def api_key(self, key_hash: str) -> str:
+    def legacy_api_key(self, key_hash: str) -> str:
         return f"{self.prefix}apikey:{key_hash}"
 
     def api_key_id(self, key_id: str) -> str:
         return f"{self.prefix}apikey_id:{key_id}"
+
+    def api_key_tag(self, key_hash: str) -> str:
+        return f"{self.prefix}apikey_tag:{key_hash}"
+
+    # An API key's keys: its tenant's slot, under the key's tag -----------------------------
+
+    def api_key(self, tag: str, key_hash: str) -> str:
+        return f"{self.prefix}{{{tag}}}:apikey:{key_hash}"
+
+    def api_key_index(self, tag: str) -> str:
+        return f"{self.prefix}{{{tag}}}:apikey_ids"
 
     def task_index_version(self) -> str:
         return f"{self.prefix}task_index_version"

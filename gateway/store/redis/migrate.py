@@ -194,7 +194,7 @@ class _Migration:
             key_hash = await self.client.get(self.keys.api_key_id(key_id))
             tenant = None
             if key_hash is not None:
-                tenant = await self.client.hget(self.keys.api_key(text(key_hash)), "tenant")
+                tenant = await self.client.hget(self.keys.legacy_api_key(text(key_hash)), "tenant")
             if tenant is not None and await self._move(old, self.keys.rate(text(tenant), key_id)):
                 self.report.moved["rate"] += 1
             else:

@@ -48,6 +48,8 @@ REGISTERED = (
     "task_callback_record",
     "task_callback_redeliver",
     "callback_secret",
+    "key_rotate",
+    "key_state",
 )
 """Run through redis-py: reads, and steps whose loss a later one repairs."""
 
@@ -101,6 +103,8 @@ class Scripts:
     task_callback_record: AsyncScript
     task_callback_redeliver: AsyncScript
     callback_secret: AsyncScript
+    key_rotate: AsyncScript
+    key_state: AsyncScript
 
     def __init__(self, client: Redis | RedisCluster, source: Source = script_source) -> None:
         for name in REGISTERED:

@@ -3,7 +3,7 @@
 -- KEYS: holds, hold_expiry, wallet, ledger, ledger_order, rate, idem, done
 -- ARGV: hold_id, charge_units, entry_id, tenant, reason, request_id, rpm, tpm, tokens_reserved,
 --       tokens_used, idem_mode (0 none, 1 drop in-flight, 2 store reply), fingerprint, call_id,
---       reply, reply_ttl_seconds, done_ttl_seconds, model
+--       reply, reply_ttl_seconds, done_ttl_seconds, model, key_id
 -- Returns the balance after.
 remove_hold(KEYS[1], KEYS[2], ARGV[1])
 local first = redis.call('GET', KEYS[8]) ~= '1'  -- nothing yet, or 'a' (admitted with tokens)
@@ -12,7 +12,7 @@ if first then redis.call('SET', KEYS[8], '1', 'EX', ARGV[16]) end
 local charge = tonumber(ARGV[2])
 if charge > 0 and redis.call('HEXISTS', KEYS[4], ARGV[3]) == 0 then
   append_entry(KEYS[3], KEYS[4], KEYS[5], ARGV[3], ARGV[4], 'charge', -charge, ARGV[5], '', ARGV[6],
-    ARGV[17])
+    ARGV[17], ARGV[18])
 end
 
 local rpm, tpm = tonumber(ARGV[7]), tonumber(ARGV[8])

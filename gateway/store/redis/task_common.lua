@@ -78,7 +78,7 @@ end
 -- indexes, start its retention (`use_indexes` first) and take it out of the tenant's open tasks.
 -- `extra`: more field, value pairs to set; `money`: {wallet, ledger, ledger_order}.
 local function finish(status, refund, refund_id, reason, extra, money, open)
-  local t = redis.call('HMGET', TASK, 'task_id', 'tenant', 'resolved_model', 'status')
+  local t = redis.call('HMGET', TASK, 'task_id', 'tenant', 'resolved_model', 'status', 'api_key_id')
   local fields = {'status', status, 'completed_at', NOW, 'stage', status, 'refunded_units', refund}
   if status == 'succeeded' then
     fields[#fields + 1] = 'percent'
@@ -94,7 +94,7 @@ local function finish(status, refund, refund_id, reason, extra, money, open)
   retain_for(status, IX.ms)
   if refund > 0 and redis.call('HEXISTS', money[2], refund_id) == 0 then
     append_entry(money[1], money[2], money[3], refund_id, t[2], 'refund', refund, reason, t[1], '',
-      t[3] or '')
+      t[3] or '', t[5] or '')
   end
   redis.call('ZREM', open, t[1])
 end

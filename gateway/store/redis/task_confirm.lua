@@ -8,7 +8,7 @@
 -- or {'capability', the task's} when the index keys were built for another capability.
 use_indexes(11, KEYS[7], ARGV[5])
 local st = redis.call('HMGET', TASK, 'tenant', 'unconfirmed', 'status', 'price_units',
-  'task_id', 'request_id', 'capability', 'resolved_model')
+  'task_id', 'request_id', 'capability', 'resolved_model', 'api_key_id')
 local tenant = ARGV[1]
 if st[1] ~= tenant then return {'ok', {}} end
 if st[2] then
@@ -17,7 +17,7 @@ if st[2] then
   local price, task_id = tonumber(st[4]), st[5]
   if price > 0 and redis.call('HEXISTS', KEYS[9], ARGV[3]) == 0 then
     append_entry(KEYS[8], KEYS[9], KEYS[10], ARGV[3], tenant, 'debit', -price,
-      st[7] .. ' ' .. st[8], task_id, st[6], st[8])
+      st[7] .. ' ' .. st[8], task_id, st[6], st[8], st[9])
   end
   redis.call('HDEL', TASK, 'unconfirmed', 'idem')
   redis.call('HSET', TASK, 'shard', ARGV[6])

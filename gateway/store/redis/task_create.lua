@@ -3,8 +3,8 @@
 -- KEYS: task, rate, idem, holds, hold_expiry, task_seq, fence, unconfirmed, wallet[, named]
 --   named: the task an idempotency record names, once the caller knows it (see 'named')
 -- ARGV: rpm, tpm, has_claim (0/1), fingerprint, reply_ttl_seconds, task_id, tenant, price,
---       hold_id, hold_seconds, idempotency scope, named task id ('' = none), then the task's
---       static field, value pairs
+--       hold_id, hold_seconds, idempotency scope, named task id ('' = none), key_id,
+--       budget_units (-1: none), budget_period, then the task's static field, value pairs
 -- Returns {outcome, available_units, requests_level, tokens_level, task fields}; {'conflict'}
 -- when the task id is another tenant's; {'named', task_id} (nothing changed) when the record
 -- names a task the caller did not pass: it calls again with that task's key.
@@ -67,10 +67,16 @@ end
 
 take()
 if price > 0 and price > available then return result('insufficient_credits') end
+local key_id, budget = ARGV[13], tonumber(ARGV[14])
+if price > 0 and budget >= 0 then
+  local room = budget - key_spent_units(KEYS[9], key_id, ARGV[15]) - key_held_units(KEYS[4], key_id)
+  if price > room then return result('key_budget_exceeded') end
+end
 
-if price > 0 then place_hold(KEYS[4], KEYS[5], ARGV[9], price, tonumber(ARGV[10])) end
+if price > 0 then place_hold(KEYS[4], KEYS[5], ARGV[9], price, tonumber(ARGV[10]), key_id) end
+redis.call('HSET', KEYS[9], 'u:' .. key_id, NOW)
 local seq = redis.call('INCR', KEYS[6])
-redis.call('HSET', TASK, unpack(ARGV, 13))
+redis.call('HSET', TASK, unpack(ARGV, 16))
 redis.call('HSET', TASK, 'status', 'queued', 'created_at', NOW, 'seq', seq, 'attempts', 0,
   'refunded_units', 0, 'percent', 0, 'stage', 'queued', 'message', '', 'unconfirmed', 1,
   'idem', ARGV[11])

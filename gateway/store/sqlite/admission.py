@@ -72,6 +72,13 @@ class SqliteAdmissionArea:
         available = balance - mem.held(tenant, now)
         hold_units, min_hold = admission.hold_units, admission.min_hold_units
         granted = holds.granted_hold(hold_units, min_hold, available)
+        budget = call.budget
+        over_budget = False
+        if budget is not None and granted > 0:
+            spent = self._read(lambda conn: ops.key_spent(conn, key_id, budget.period, now))
+            room = budget.units - spent - mem.key_held(key_id, now)
+            granted = holds.granted_hold(hold_units, min_hold, min(available, room))
+            over_budget = granted == 0
         tokens = call.tokens_reserved
         if 0 < granted < hold_units:
             tokens = holds.granted_tokens(
@@ -119,14 +126,17 @@ class SqliteAdmissionArea:
         if hold_units > 0 and granted == 0:
             r -= 1 if rpm > 0 else 0
             mem.store_levels(key_id, limits, r, t, now)
+            if over_budget:
+                return result(AdmissionOutcome.KEY_BUDGET_EXCEEDED)
             return result(AdmissionOutcome.INSUFFICIENT_CREDITS)
 
         r -= 1 if rpm > 0 else 0
         t -= need
         mem.store_levels(key_id, limits, r, t, now)
         keep = 0  # how long this call's marker must last; 0: it reserved nothing
+        mem.last_used[key_id] = now
         if granted > 0 and hold_seconds > 0:
-            mem.hold(tenant, call_id, granted, now + hold_seconds)
+            mem.hold(tenant, call_id, granted, now + hold_seconds, key_id)
             keep = hold_seconds
         if claim is not None:
             mem.leases[claim.scope] = Lease(claim.fingerprint, call_id, now + claim.lease_seconds)

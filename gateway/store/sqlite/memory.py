@@ -84,12 +84,44 @@ class _Holds:
         return self.total
 
 
+_NONE = _Holds()
+
+
+def _place(by: dict[str, _Holds], owner: str, call_id: str, units: int, expires_at: float) -> bool:
+    holds = by.get(owner)
+    if holds is None:
+        holds = by[owner] = _Holds()
+    if call_id in holds.by_call:
+        return False
+    holds.by_call[call_id] = (units, expires_at)
+    holds.total += units
+    holds.earliest = min(holds.earliest, expires_at)
+    return True
+
+
+def _remove(by: dict[str, _Holds], owner: str, call_id: str) -> None:
+    holds = by.get(owner)
+    if holds is None:
+        return
+    hold = holds.by_call.pop(call_id, None)
+    if hold is not None:
+        holds.total -= hold[0]
+        if not holds.by_call:
+            del by[owner]
+
+
 class Memory:
     """All ephemeral state of one `SqliteStore`."""
 
     def __init__(self) -> None:
         self.buckets: dict[str, _Bucket] = {}
         self.holds: dict[str, _Holds] = {}
+        self.key_holds: dict[str, _Holds] = {}
+        """The same holds again by API key (those of keys with a budget), for its budget."""
+        self.hold_keys: dict[str, str] = {}
+        """call_id -> the API key whose holds also count it."""
+        self.last_used: dict[str, float] = {}
+        """API key id -> when an admission last took it (this process's view)."""
         self.leases: dict[str, Lease] = {}
         self.calls: dict[str, float] = {}
         """call_id -> when to forget it: present while the call holds a reservation."""
@@ -132,25 +164,26 @@ class Memory:
         holds = self.holds.get(tenant)
         return holds.active(now) if holds is not None else 0
 
-    def hold(self, tenant: str, call_id: str, units: int, expires_at: float) -> None:
-        holds = self.holds.get(tenant)
-        if holds is None:
-            holds = self.holds[tenant] = _Holds()
-        if call_id in holds.by_call:
+    def key_held(self, key_id: str, now: float) -> int:
+        """The key's unexpired holds (placed with its `key_id`)."""
+        holds = self.key_holds.get(key_id)
+        return holds.active(now) if holds is not None else 0
+
+    def hold(
+        self, tenant: str, call_id: str, units: int, expires_at: float, key_id: str = ""
+    ) -> None:
+        """A hold of the tenant's wallet; with `key_id`, of that key's budget too."""
+        if not _place(self.holds, tenant, call_id, units, expires_at):
             return  # a hold is placed once per call
-        holds.by_call[call_id] = (units, expires_at)
-        holds.total += units
-        holds.earliest = min(holds.earliest, expires_at)
+        if key_id:
+            _place(self.key_holds, key_id, call_id, units, expires_at)
+            self.hold_keys[call_id] = key_id
 
     def unhold(self, tenant: str, call_id: str) -> None:
-        holds = self.holds.get(tenant)
-        if holds is None:
-            return
-        hold = holds.by_call.pop(call_id, None)
-        if hold is not None:
-            holds.total -= hold[0]
-            if not holds.by_call:
-                del self.holds[tenant]
+        _remove(self.holds, tenant, call_id)
+        key_id = self.hold_keys.pop(call_id, None)
+        if key_id is not None:
+            _remove(self.key_holds, key_id, call_id)
 
     # Idempotency leases --------------------------------------------------------------------
 
@@ -170,12 +203,16 @@ class Memory:
     def sweep(self, now: float) -> None:
         """Drop everything expired: O(entries), run every few seconds from an admission."""
         self.buckets = {k: b for k, b in self.buckets.items() if b.full_at > now}
-        for tenant in list(self.holds):
-            holds = self.holds[tenant]
-            holds.earliest = min(holds.earliest, now)  # force the scan
-            holds.active(now)
-            if not holds.by_call:
-                del self.holds[tenant]
+        for by in (self.holds, self.key_holds):
+            for owner in list(by):
+                holds = by[owner]
+                holds.earliest = min(holds.earliest, now)  # force the scan
+                holds.active(now)
+                if not holds.by_call:
+                    del by[owner]
+        self.hold_keys = {
+            c: k for c, k in self.hold_keys.items() if c in self.key_holds.get(k, _NONE).by_call
+        }
         self.leases = {s: lease for s, lease in self.leases.items() if lease.expires_at > now}
         self.calls = {c: until for c, until in self.calls.items() if until > now}
         self.fenced = {c: until for c, until in self.fenced.items() if until > now}

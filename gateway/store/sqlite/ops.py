@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from gateway.store.base import LedgerEntry, LedgerKind, Settlement, StoredReply
+from gateway.store.periods import PERIODS, BudgetPeriod, period_start_day
 
 __all__ = [
     "ENTRY_COLUMNS",
@@ -23,6 +24,7 @@ __all__ = [
     "balance_and_reply",
     "entry_from_row",
     "grant",
+    "key_spent",
     "ledger_range",
     "settle",
     "sweep_replies",
@@ -76,6 +78,7 @@ def settle(
                 reason=s.reason,
                 request_id=call.request_id,
                 model=s.model,
+                key_id=call.api_key_id,
             )
             bal = entry.balance_after_units
     claim = call.idempotency
@@ -124,8 +127,10 @@ def append_entry(
     task_id: str | None = None,
     request_id: str | None = None,
     model: str = "",
+    key_id: str = "",
 ) -> LedgerEntry:
-    """Move the balance and record why, numbered by the tenant's sequence for stable paging."""
+    """Move the balance and record why, numbered by the tenant's sequence for stable paging;
+    an entry of a key moves that key's spend in each period kind by the same amount."""
     bal, seq = conn.execute(
         "INSERT INTO wallets VALUES (?, ?, 1) ON CONFLICT (tenant) DO UPDATE"
         " SET balance = balance + excluded.balance, seq = seq + 1 RETURNING balance, seq",
@@ -133,8 +138,15 @@ def append_entry(
     ).fetchone()
     conn.execute(
         _INSERT_ENTRY,
-        (tenant, seq, entry_id, kind, amount, bal, now, reason, task_id, request_id or None, model),
-    )
+        (
+            tenant, seq, entry_id, kind, amount, bal, now, reason, task_id, request_id or None,
+            model, key_id,
+        ),
+    )  # fmt: skip
+    if key_id:
+        conn.executemany(
+            _ADD_SPEND, [(key_id, p, period_start_day(p, now), -amount) for p in PERIODS]
+        )
     return LedgerEntry(
         id=entry_id,
         tenant=tenant,
@@ -146,17 +158,34 @@ def append_entry(
         task_id=task_id,
         request_id=request_id or None,
         model=model,
+        key_id=key_id,
     )
 
 
 _INSERT_ENTRY = (
     "INSERT INTO ledger (tenant, seq, id, kind, amount, balance_after, created_at, reason,"
-    " task_id, request_id, model) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " task_id, request_id, model, key_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+_ADD_SPEND = (
+    "INSERT INTO key_spend VALUES (?, ?, ?, ?) ON CONFLICT (key_id, period) DO UPDATE"
+    " SET spent = CASE WHEN start = excluded.start THEN spent + excluded.spent"
+    " ELSE excluded.spent END, start = excluded.start"
 )
 
 ENTRY_COLUMNS = (
-    "id, tenant, kind, amount, balance_after, created_at, reason, task_id, request_id, model"
+    "id, tenant, kind, amount, balance_after, created_at, reason, task_id, request_id, model,"
+    " key_id"
 )
+
+
+def key_spent(conn: sqlite3.Connection, key_id: str, period: BudgetPeriod, now: float) -> int:
+    """What the key spent in the `period` that `now` is in (0 once that period is over)."""
+    row = conn.execute(
+        "SELECT spent FROM key_spend WHERE key_id = ? AND period = ? AND start = ?",
+        (key_id, period, period_start_day(period, now)),
+    ).fetchone()
+    return int(row[0]) if row is not None else 0
 
 
 def entry_from_row(row: tuple[Any, ...]) -> LedgerEntry:
@@ -172,6 +201,7 @@ def entry_from_row(row: tuple[Any, ...]) -> LedgerEntry:
         task_id=row[7],
         request_id=row[8],
         model=row[9],
+        key_id=row[10],
     )
 
 

@@ -37,6 +37,12 @@ Schema 5 added the `tasks_unconfirmed` index (two-step task creates), the listin
 from when they did).
 Schema 6 added `responses`, `callbacks` and `callback_secrets`: an older file is migrated by
 creating them.
+Schema 7 added key governance: `api_keys.settings` (msgpack `KeySettings`, NULL = none),
+`api_keys.previous_hash` / `previous_until` (a rotated key's old secret and the end of its
+grace), `ledger.key_id` (the key an entry was for, '' in old rows) and `key_spend` (each key's
+spend in its current day, week, month and in total: one row per key and period kind, its
+`start` the period's first day, so a row of a past period reads as 0 and is restarted by the
+next entry). Old keys read as keys without limits; their spend counts from the migration.
 """
 
 from __future__ import annotations
@@ -48,7 +54,7 @@ import msgspec
 
 __all__ = ["SCHEMA_VERSION", "connect"]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 _TABLES = (
     """CREATE TABLE IF NOT EXISTS api_keys (
@@ -57,7 +63,10 @@ _TABLES = (
         tenant TEXT NOT NULL,
         created_at REAL NOT NULL,
         revoked_at REAL,
-        prefix TEXT NOT NULL DEFAULT ''
+        prefix TEXT NOT NULL DEFAULT '',
+        settings BLOB,
+        previous_hash TEXT,
+        previous_until REAL
     )""",
     "CREATE INDEX IF NOT EXISTS api_keys_by_tenant ON api_keys (tenant, created_at, key_hash)",
     """CREATE TABLE IF NOT EXISTS wallets (
@@ -77,6 +86,7 @@ _TABLES = (
         task_id TEXT,
         request_id TEXT,
         model TEXT NOT NULL DEFAULT '',
+        key_id TEXT NOT NULL DEFAULT '',
         PRIMARY KEY (tenant, seq),
         UNIQUE (tenant, id)
     ) WITHOUT ROWID""",
@@ -139,6 +149,13 @@ _TABLES = (
     ) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS callbacks_due ON callbacks (due_at) WHERE state = 'due'",
     "CREATE INDEX IF NOT EXISTS callbacks_failed ON callbacks (due_at) WHERE state = 'failed'",
+    """CREATE TABLE IF NOT EXISTS key_spend (
+        key_id TEXT NOT NULL,
+        period TEXT NOT NULL,
+        start INTEGER NOT NULL,
+        spent INTEGER NOT NULL,
+        PRIMARY KEY (key_id, period)
+    ) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS callback_secrets (
         tenant TEXT PRIMARY KEY,
         secret TEXT NOT NULL,
@@ -149,16 +166,22 @@ _TABLES = (
 )
 
 _ADDED_COLUMNS = (
-    # (table, column, definition): columns added after the table was first made (schema 4, 5).
+    # (table, column, definition): columns added after the table was first made (schema 4, 5, 7).
     ("ledger", "model", "TEXT NOT NULL DEFAULT ''"),
     ("api_keys", "prefix", "TEXT NOT NULL DEFAULT ''"),
     ("tasks", "completed_at", "REAL"),
+    ("api_keys", "settings", "BLOB"),
+    ("api_keys", "previous_hash", "TEXT"),
+    ("api_keys", "previous_until", "REAL"),
+    ("ledger", "key_id", "TEXT NOT NULL DEFAULT ''"),
 )
 
 _ON_ADDED_COLUMNS = (
     # Indexes of added columns (made once the column exists), then their values in old rows.
     """CREATE INDEX IF NOT EXISTS tasks_ended ON tasks (completed_at)
         WHERE completed_at IS NOT NULL""",
+    """CREATE UNIQUE INDEX IF NOT EXISTS api_keys_previous ON api_keys (previous_hash)
+        WHERE previous_hash IS NOT NULL""",
     """UPDATE tasks SET completed_at = task_completed_at(record)
         WHERE completed_at IS NULL AND status IN ('succeeded', 'failed', 'canceled')""",
 )

@@ -68,9 +68,10 @@ def save(conn: sqlite3.Connection, task: TaskRecord) -> TaskRecord:
 
 
 def create(
-    conn: sqlite3.Connection, c: TaskCreate, held: int, now: float
+    conn: sqlite3.Connection, c: TaskCreate, held: int, key_held: int, now: float
 ) -> tuple[TaskCreateOutcome, TaskRecord | None, int]:
-    """The durable part of `Store.create_task`: (outcome, task, available units)."""
+    """The durable part of `Store.create_task`: (outcome, task, available units). `key_held`:
+    the key's active holds (counted against its budget, when it has one)."""
     available = ops.balance(conn, c.tenant) - held
     claim = c.idempotency
     if claim is not None:
@@ -94,6 +95,11 @@ def create(
         return outcome, task, available
     if c.price_units > 0 and c.price_units > available:
         return TaskCreateOutcome.INSUFFICIENT_CREDITS, None, available
+    budget = c.budget
+    if budget is not None and c.price_units > 0:
+        spent = ops.key_spent(conn, c.api_key_id, budget.period, now)
+        if c.price_units > budget.units - spent - key_held:
+            return TaskCreateOutcome.KEY_BUDGET_EXCEEDED, None, available
 
     task = TaskRecord(
         task_id=c.task_id,
@@ -145,6 +151,7 @@ def confirm(
             task_id=task_id,
             request_id=task.request_id,
             model=task.resolved_model,
+            key_id=task.api_key_id,
         )
     conn.execute("UPDATE tasks SET status = 'queued' WHERE task_id = ?", (task_id,))
     return task, True
@@ -243,5 +250,6 @@ def finish(
             reason=reason,
             task_id=task.task_id,
             model=task.resolved_model,
+            key_id=task.api_key_id,
         )
     return save(conn, done)

@@ -86,13 +86,17 @@ class SqliteTaskArea:
             available = self._read(lambda conn: ops.balance(conn, c.tenant)) - held
         else:
             outcome, task, available = self._write(
-                lambda conn, _now: rows.create(conn, c, held, self._clock())
+                lambda conn, _now: rows.create(
+                    conn, c, held, mem.key_held(c.api_key_id, now), self._clock()
+                )
             )
             # Committed: now the request is taken (a failed transaction took nothing).
             r -= 1 if c.limits.requests_per_minute > 0 else 0
             mem.store_levels(c.api_key_id, c.limits, r, t, now)
             if outcome is TaskCreateOutcome.CREATED and task is not None and task.price_units:
-                mem.hold(c.tenant, c.task_id, task.price_units, now + c.hold_seconds)
+                expires = now + c.hold_seconds
+                mem.hold(c.tenant, c.task_id, task.price_units, expires, c.api_key_id)
+                mem.last_used[c.api_key_id] = now
         rate = buckets.state(c.limits, r, t, 0, limited)
         return TaskCreateResult(outcome=outcome, rate=rate, task=task, available_units=available)
 
