@@ -38,8 +38,10 @@ export function shortTime(value) {
   return `${match[1]} ${match[2]} ${match[3] === "Z" || match[3] === "+00:00" ? "UTC" : match[3]}`;
 }
 
-export function timeCell(value) {
-  const td = cell(shortTime(value), "time");
+// `compact`: to the minute, for wide tables ("2026-11-23 19:39").
+export function timeCell(value, compact = false) {
+  const text = shortTime(value);
+  const td = cell(compact && text ? text.slice(0, 16) : text, "time");
   if (value) td.title = value;
   return td;
 }

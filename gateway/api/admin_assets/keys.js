@@ -54,7 +54,7 @@ export function keyRow(key) {
   const budget = key.budget;
   const fields = keyFields(key);
   const tr = row([
-    cell(key.id, "mono"),
+    cell(key.id, "mono key-id"),
     cell(key.tenant),
     cell(key.name),
     cell(key.prefix, "mono"),
@@ -62,12 +62,12 @@ export function keyRow(key) {
     cell(budget ? `${budget.credits} / ${budget.period}` : "none", NUM),
     cell(budget ? budget.spent : "", NUM),
     cell(budget ? budget.remaining : "", NUM),
-    budget && budget.resets_at ? timeCell(budget.resets_at) : cell(budget ? "never" : ""),
-    timeCell(key.expires_at),
+    budget && budget.resets_at ? timeCell(budget.resets_at, true) : cell(budget ? "never" : ""),
+    timeCell(key.expires_at, true),
     cell(limitsText(key), "small"),
     cell(metadataText(key), "small"),
-    timeCell(key.last_used_at),
-    timeCell(key.created_at),
+    timeCell(key.last_used_at, true),
+    timeCell(key.created_at, true),
     cell(stateText, `state state-${state}`),
     actions(key, state === "active"),
   ]);
