@@ -7,6 +7,7 @@
     ├── InvalidApiKey                 401 invalid_api_key
     ├── InvalidAdminToken             401 invalid_admin_token       (/admin/v1)
     ├── InsufficientCredits           402 insufficient_credits
+    │   └── KeyBudgetExceeded         402 key_budget_exceeded       (details: resets_at)
     ├── AdminDisabled                 403 admin_disabled            (/admin/v1, no admin token)
     ├── NotFound                      404 not_found
     │   ├── TenantNotFound            404 tenant_not_found
@@ -57,6 +58,7 @@ __all__ = [
     "InvalidAdminToken",
     "InvalidApiKey",
     "InvalidRequest",
+    "KeyBudgetExceeded",
     "KeyNotFound",
     "MethodNotAllowed",
     "ModelFailed",
@@ -215,6 +217,11 @@ class AdminDisabled(GatewayError):
 class InsufficientCredits(GatewayError):
     status_code, code, retryable = 402, "insufficient_credits", False
     default_message = "The wallet balance is too low for this request."
+
+
+class KeyBudgetExceeded(InsufficientCredits):
+    code = "key_budget_exceeded"
+    default_message = "This API key's budget for the period is spent."
 
 
 class NotFound(GatewayError):

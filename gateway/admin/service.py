@@ -10,10 +10,12 @@ code. Tenants are the routing file's: a tenant it does not declare is unknown ev
 from __future__ import annotations
 
 import secrets
+import time
 from dataclasses import dataclass
 from typing import Literal
 
-from gateway.auth import hash_api_key
+from gateway.admin.keys import KeyFields, settings_of
+from gateway.auth import hash_api_key, issuing
 from gateway.auth.issuing import UnknownTenant, check_tenant, issue_key
 from gateway.billing.money import format_credits, parse_credits
 from gateway.config.loader import GatewayConfig
@@ -29,7 +31,16 @@ from gateway.errors import (
 )
 from gateway.routing.breakers import BreakerState
 from gateway.routing.resolver import Router
-from gateway.store.base import ApiKeyRecord, LedgerEntry, Store, TaskRecord, TaskStatus, Wallet
+from gateway.store.base import (
+    ApiKeyRecord,
+    KeySettings,
+    LedgerEntry,
+    Store,
+    TaskRecord,
+    TaskStatus,
+    Wallet,
+)
+from gateway.store.key_tags import split_tag
 
 __all__ = [
     "RESERVED_ENTRY_PREFIXES",
@@ -47,14 +58,19 @@ __all__ = [
     "recent_tasks",
     "require_tenant",
     "revoke_key",
+    "rotate_key",
     "routing_table",
     "tenant_summaries",
     "tenant_summary",
+    "update_key",
 ]
 
 EntryKind = Literal["grant", "adjustment"]
 
 TASK_STATUSES: tuple[TaskStatus, ...] = ("queued", "running", "succeeded", "failed", "canceled")
+
+MAX_GRACE_SECONDS = 30 * 86_400
+"""The longest a rotated key's old secret may keep working."""
 
 RESERVED_ENTRY_PREFIXES = ("charge:", "debit:", "refund:", "hold:")
 """Ids the gateway gives its own entries (`gateway.store.ledger_ids`): an operator's entry
@@ -119,10 +135,47 @@ async def tenant_summaries(store: Store, config: GatewayConfig) -> list[TenantSu
 # Keys ---------------------------------------------------------------------------------------
 
 
-async def create_key(store: Store, config: GatewayConfig, tenant: str) -> tuple[str, ApiKeyRecord]:
+async def create_key(
+    store: Store, config: GatewayConfig, tenant: str, fields: KeyFields | None = None
+) -> tuple[str, ApiKeyRecord]:
     """The new key (shown once, only its hash is kept) and its record."""
     require_tenant(config, tenant)
-    return await issue_key(store, config, tenant)
+    settings = KeySettings()
+    if fields is not None:
+        settings = settings_of(settings, fields, config.tenants[tenant], config, time.time())
+    return await issue_key(store, config, tenant, settings)
+
+
+async def update_key(
+    store: Store, config: GatewayConfig, key_id: str, fields: KeyFields
+) -> ApiKeyRecord:
+    """The key with `fields` applied (left out: kept; null: removed). KeyNotFound when there
+    is no such key (or its tenant left the routing file)."""
+    record = await store.key_by_id(key_id) if key_id.startswith("key_") else None
+    tenant = config.tenants.get(record.tenant) if record is not None else None
+    if record is None or tenant is None:
+        raise KeyNotFound(f"No API key has the id {key_id!r}.")
+    settings = settings_of(record.settings, fields, tenant, config, time.time())
+    updated = await store.update_key(key_id, settings)
+    if updated is None:
+        raise KeyNotFound(f"No API key has the id {key_id!r}.")
+    return updated
+
+
+async def rotate_key(store: Store, key_id: str, grace_seconds: float) -> tuple[str, ApiKeyRecord]:
+    """A new secret, same id (shown once); the old one works for `grace_seconds` more.
+    KeyNotFound for no such key, ValidationFailed for a revoked one or a bad grace."""
+    if not 0 <= grace_seconds <= MAX_GRACE_SECONDS:
+        raise invalid("grace_seconds", f"a number of seconds from 0 to {MAX_GRACE_SECONDS}")
+    record = await store.key_by_id(key_id) if key_id.startswith("key_") else None
+    if record is None:
+        raise KeyNotFound(f"No API key has the id {key_id!r}.")
+    if record.revoked_at is not None:
+        raise invalid("key_id", "the key is revoked")
+    rotated = await issuing.rotate_key(store, key_id, record.tenant, grace_seconds)
+    if rotated is None:
+        raise invalid("key_id", "the key is revoked")
+    return rotated
 
 
 async def list_keys(
@@ -147,7 +200,7 @@ async def revoke_key(store: Store, key: str) -> ApiKeyRecord:
     if key.startswith("key_"):
         record = await store.key_by_id(key)
     else:
-        record = await store.get_key(hash_api_key(key))
+        record = await store.get_key(hash_api_key(key), split_tag(key))
     if record is None or not await store.revoke_key(record.key_id):
         raise KeyNotFound(f"No API key has the id {key!r}." if key.startswith("key_") else None)
     revoked = await store.key_by_id(record.key_id)

@@ -11,26 +11,31 @@ import msgspec
 
 from gateway.auth import Caller
 from gateway.billing.money import format_credits
+from gateway.clock import wall
 from gateway.errors import (
     ErrorDetail,
     GatewayError,
     IdempotencyInProgress,
     IdempotencyKeyReused,
     InsufficientCredits,
+    KeyBudgetExceeded,
     RateLimited,
     StoreUnavailable,
 )
 from gateway.ids import new_call_id
+from gateway.schemas.times import iso
 from gateway.store.base import (
     Admission,
     AdmissionOutcome,
     AdmissionResult,
     Call,
+    KeyBudget,
     RateState,
     Store,
 )
+from gateway.store.periods import period_bounds
 
-__all__ = ["Gatekeeper"]
+__all__ = ["Gatekeeper", "key_budget_exceeded"]
 
 
 class Gatekeeper:
@@ -81,15 +86,29 @@ class Gatekeeper:
         outcome = result.outcome
         if outcome is AdmissionOutcome.ADMITTED or outcome is AdmissionOutcome.REPLAY:
             return result
+        if outcome is AdmissionOutcome.KEY_BUDGET_EXCEEDED and call.budget is not None:
+            error: GatewayError = key_budget_exceeded(call.budget, wall())
+            error.rate = result.rate
+            raise error
         if outcome is AdmissionOutcome.INSUFFICIENT_CREDITS:
             bounded = 0 < min_hold_units < hold_units
             needed = min_hold_units if bounded else hold_units
-            error: GatewayError = _too_poor(
-                needed, result.available_units, limit_field, bounded=bounded
-            )
+            error = _too_poor(needed, result.available_units, limit_field, bounded=bounded)
             error.rate = result.rate
             raise error
         raise _refusal(outcome, result.rate)
+
+
+def key_budget_exceeded(budget: KeyBudget, now: float) -> KeyBudgetExceeded:
+    """The 402 of a call the key's budget cannot cover: when it has room again."""
+    _, resets_at = period_bounds(budget.period, now)
+    when = iso(resets_at) if resets_at is not None else "never"
+    again = f"it resets at {when}" if resets_at is not None else "it never resets"
+    return KeyBudgetExceeded(
+        f"This API key's {budget.period} budget of {format_credits(budget.units)} credits "
+        f"cannot cover this call ({again}).",
+        details=[ErrorDetail(field="resets_at", message=when)],
+    )
 
 
 def _too_poor(

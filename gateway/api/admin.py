@@ -15,12 +15,13 @@ import time
 from typing import Any
 
 import msgspec
-from litestar import Request, Response, Router, get, post
+from litestar import Request, Response, Router, get, patch, post
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
 from gateway.admin import callbacks as callback_admin
 from gateway.admin import service
+from gateway.admin.keys import KeyFields, budget_state
 from gateway.admin.paging import Page, page_of, row_cursor
 from gateway.admin.task_pages import task_page
 from gateway.admin.token import check_admin_token
@@ -42,6 +43,7 @@ from gateway.http.context import context_of
 from gateway.http.json_body import decode_json, require_json_content_type
 from gateway.schemas.times import iso
 from gateway.schemas.wallet import LedgerList
+from gateway.store.base import ApiKeyRecord
 
 __all__ = ["ADMIN_PATH", "HANDLERS"]
 
@@ -51,8 +53,12 @@ _LIST_LIMIT = "100"
 _LIST_MAX = 200
 
 
-class _NewKey(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+class _NewKey(KeyFields, kw_only=True, forbid_unknown_fields=True):
     tenant: str
+
+
+class _Rotation(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    grace_seconds: float = 0
 
 
 class _NewEntry(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -62,6 +68,8 @@ class _NewEntry(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 _new_key = msgspec.json.Decoder(_NewKey)
+_key_fields = msgspec.json.Decoder(KeyFields)
+_rotation = msgspec.json.Decoder(_Rotation)
 _new_entry = msgspec.json.Decoder(_NewEntry)
 
 
@@ -122,14 +130,48 @@ async def list_keys(request: Request[Any, Any, Any], resources: Resources) -> di
     )
     limit, after = _page_query(request)
     page = page_of(records, limit=limit, after=after, cursor=lambda record: record.key_id)
-    return _list(page, [key_view(r) for r in page.items])
+    return _list(page, [await _key(resources, r) for r in page.items])
+
+
+async def _key(resources: Resources, record: ApiKeyRecord) -> dict[str, Any]:
+    """The Key object, with its budget's spend now."""
+    return key_view(record, await budget_state(resources.store, record, time.time()))
 
 
 @post("/keys", status_code=201)
 async def create_key(request: Request[Any, Any, Any], resources: Resources) -> dict[str, Any]:
     body: _NewKey = await _body(request, _new_key)
-    key, record = await service.create_key(resources.store, resources.config, body.tenant)
-    return {**key_view(record), "key": key}
+    fields = KeyFields(**{f: getattr(body, f) for f in KeyFields.__struct_fields__})
+    key, record = await service.create_key(resources.store, resources.config, body.tenant, fields)
+    return {**await _key(resources, record), "key": key}
+
+
+@get("/keys/{key_id:str}")
+async def get_key(resources: Resources, key_id: str) -> dict[str, Any]:
+    record = await resources.store.key_by_id(key_id) if key_id.startswith("key_") else None
+    if record is None:
+        raise KeyNotFound(f"No API key has the id {key_id!r}.")
+    return await _key(resources, record)
+
+
+@patch("/keys/{key_id:str}")
+async def update_key(
+    request: Request[Any, Any, Any], resources: Resources, key_id: str
+) -> dict[str, Any]:
+    fields: KeyFields = await _body(request, _key_fields)
+    record = await service.update_key(resources.store, resources.config, key_id, fields)
+    resources.auth.forget()  # this process applies it at once; others within their cache time
+    return await _key(resources, record)
+
+
+@post("/keys/{key_id:str}/rotate", status_code=201)
+async def rotate_key(
+    request: Request[Any, Any, Any], resources: Resources, key_id: str
+) -> dict[str, Any]:
+    body: _Rotation = await _body(request, _rotation)
+    key, record = await service.rotate_key(resources.store, key_id, body.grace_seconds)
+    resources.auth.forget()
+    return {**await _key(resources, record), "key": key}
 
 
 @post("/keys/{key_id:str}/revoke", status_code=200)
@@ -138,7 +180,7 @@ async def revoke_key(resources: Resources, key_id: str) -> dict[str, Any]:
         raise KeyNotFound("Revoke a key by its id (key_...).")
     record = await service.revoke_key(resources.store, key_id)
     resources.auth.forget()  # this process refuses it at once; others within their cache time
-    return key_view(record)
+    return await _key(resources, record)
 
 
 async def _entry(
@@ -282,6 +324,7 @@ HANDLERS = [
             adjust,
             create_key,
             failed_callbacks,
+            get_key,
             redeliver_callback,
             rotate_callback_secret,
             get_tenant,
@@ -289,9 +332,11 @@ HANDLERS = [
             list_keys,
             list_tenants,
             revoke_key,
+            rotate_key,
             routing,
             tasks,
             tenant_ledger,
+            update_key,
             usage,
         ],
     )

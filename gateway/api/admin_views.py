@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.admin.keys import BudgetState
 from gateway.admin.service import TenantSummary
 from gateway.admin.usage import UsageReport, UsageRow
 from gateway.billing.money import format_credits
@@ -37,14 +38,30 @@ def tenant_view(summary: TenantSummary) -> dict[str, Any]:
     }
 
 
-def key_view(record: ApiKeyRecord) -> dict[str, Any]:
+def key_view(record: ApiKeyRecord, budget: BudgetState | None = None) -> dict[str, Any]:
+    """The Key object: `models` ["*"] for every model of the tenant; `budget` null without one
+    (`budget` passed in: its spend now)."""
+    s = record.settings
     return {
+        "object": "key",
         "id": record.key_id,
         "tenant": record.tenant,
+        "name": s.name or None,
         "prefix": record.prefix,
         "created_at": iso(record.created_at),
-        "revoked_at": iso(record.revoked_at) if record.revoked_at is not None else None,
+        "revoked_at": _iso(record.revoked_at),
+        "expires_at": _iso(s.expires_at),
+        "models": list(s.models) or ["*"],
+        "budget": budget.view() if budget is not None else None,
+        "requests_per_minute": s.requests_per_minute,
+        "tokens_per_minute": s.tokens_per_minute,
+        "metadata": dict(s.metadata),
+        "last_used_at": _iso(record.last_used_at),
     }
+
+
+def _iso(timestamp: float | None) -> str | None:
+    return iso(timestamp) if timestamp is not None else None
 
 
 def entry_view(entry: LedgerEntry) -> dict[str, Any]:

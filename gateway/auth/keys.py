@@ -5,13 +5,17 @@ from __future__ import annotations
 import hashlib
 import secrets
 
+from gateway.store.key_tags import TAG_SEPARATOR, tenant_tag
+
 __all__ = ["API_KEY_PREFIX", "hash_api_key", "new_api_key"]
 
 API_KEY_PREFIX = "gw-"
 
 
-def new_api_key() -> str:
-    return API_KEY_PREFIX + secrets.token_urlsafe(32)
+def new_api_key(tenant: str) -> str:
+    """`gw-`, 256 random bits, then the slot tag of the tenant (where the Redis store keeps
+    the key's record: `gateway.store.key_tags`)."""
+    return f"{API_KEY_PREFIX}{secrets.token_urlsafe(32)}{TAG_SEPARATOR}{tenant_tag(tenant)}"
 
 
 def hash_api_key(key: str) -> str:

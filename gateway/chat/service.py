@@ -165,6 +165,7 @@ class ChatService:
                 call_id=new_call_id(dialect),
                 request_id=request_id,
                 limits=tenant.limits,
+                budget=caller.budget,
                 tokens_reserved=plan.tokens_reserved,
                 idempotency=claim_for(
                     tenant=tenant.name,

@@ -32,6 +32,7 @@ from gateway.embeddings.validation import EmbeddingInputs, check_embeddings_requ
 from gateway.errors import (
     InsufficientCredits,
     InvalidRequest,
+    KeyBudgetExceeded,
     StoreUnavailable,
 )
 from gateway.ids import new_call_id
@@ -129,6 +130,7 @@ class EmbeddingsService:
                 call_id=new_call_id(),
                 request_id=request_id,
                 limits=tenant.limits,
+                budget=caller.budget,
                 tokens_reserved=inputs.estimate,
                 idempotency=claim_for(
                     tenant=tenant.name,
@@ -147,6 +149,8 @@ class EmbeddingsService:
                 )
             except StoreUnavailable:
                 self._finisher.abandon(Release(call=call))
+                raise
+            except KeyBudgetExceeded:
                 raise
             except InsufficientCredits as exc:
                 raise too_poor(exc) from exc

@@ -23,9 +23,13 @@ __all__ = [
     "Entry",
     "FailedCallback",
     "FailedCallbackList",
+    "KeyBudgetRequest",
+    "KeyBudgetView",
     "KeyCounts",
+    "KeyFieldsRequest",
     "LedgerEntryRequest",
     "NewKeyRequest",
+    "RotateKeyRequest",
     "RoutingBreaker",
     "RoutingModel",
     "RoutingView",
@@ -42,8 +46,36 @@ class _Closed(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """An object with exactly these fields."""
 
 
-class NewKeyRequest(_Closed):
+class KeyBudgetRequest(_Closed):
+    """`credits`: a decimal string, at most four decimals; `period`: a calendar period in UTC
+    (a day from 00:00, a week from Monday, a month from the 1st) or `total`."""
+
+    credits: str
+    period: Literal["day", "week", "month", "total"]
+
+
+class KeyFieldsRequest(_Closed):
+    """Every field optional. On a PATCH a field left out keeps what the key has and `null`
+    removes it. `models`: a subset of the tenant's (`["*"]`: all of them); the rate limits at
+    most the tenant's; `expires_at` in the future; `metadata` at most 16 string pairs."""
+
+    name: Annotated[str, Meta(min_length=1, max_length=64)] | None = None
+    models: list[str] | None = None
+    budget: KeyBudgetRequest | None = None
+    expires_at: Timestamp | None = None
+    requests_per_minute: Annotated[int, Meta(ge=1)] | None = None
+    tokens_per_minute: Annotated[int, Meta(ge=1)] | None = None
+    metadata: dict[str, str] | None = None
+
+
+class NewKeyRequest(KeyFieldsRequest, kw_only=True, forbid_unknown_fields=True):
     tenant: str
+
+
+class RotateKeyRequest(_Closed):
+    """`grace_seconds`: how long the old secret keeps working (0 to 30 days; default 0)."""
+
+    grace_seconds: Annotated[float, Meta(ge=0, le=2_592_000)] = 0
 
 
 class LedgerEntryRequest(_Closed):
@@ -81,22 +113,39 @@ class TenantList(_Closed):
     """The `after` of the next page when `has_more`."""
 
 
+class KeyBudgetView(_Closed):
+    """The key's budget now: `spent` in the current period (charges and debits less
+    refunds), `remaining` = max(0, credits - spent), `resets_at` null for `total`."""
+
+    credits: Credits
+    period: Literal["day", "week", "month", "total"]
+    spent: Credits
+    remaining: Credits
+    resets_at: Timestamp | None
+
+
 class AdminKey(_Closed):
+    """The Key object. `models` `["*"]`: every model of the tenant."""
+
+    object: Literal["key"]
     id: str
     tenant: str
+    name: str | None
     prefix: str
     created_at: Timestamp
     revoked_at: Timestamp | None
+    expires_at: Timestamp | None
+    models: list[str]
+    budget: KeyBudgetView | None
+    requests_per_minute: int | None
+    tokens_per_minute: int | None
+    metadata: dict[str, str]
+    last_used_at: Timestamp | None
 
 
-class CreatedKey(_Closed):
-    """`key` is the secret, shown this once (only its hash is stored)."""
+class CreatedKey(AdminKey, kw_only=True, forbid_unknown_fields=True):
+    """The Key object and `key`, the secret, shown this once (only its hash is stored)."""
 
-    id: str
-    tenant: str
-    prefix: str
-    created_at: Timestamp
-    revoked_at: Timestamp | None
     key: str
 
 

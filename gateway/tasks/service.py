@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 
 from gateway.admission.finisher import CallFinisher
+from gateway.admission.gatekeeper import key_budget_exceeded
 from gateway.admission.idempotency import claim_for
 from gateway.artifacts.service import ArtifactService
 from gateway.auth import Caller
@@ -26,6 +27,7 @@ from gateway.billing.money import format_credits
 from gateway.billing.pricing import media_unit_price
 from gateway.callbacks.signing import new_secret
 from gateway.callbacks.urls import CallbackPolicy, check_callback_url
+from gateway.clock import wall
 from gateway.errors import (
     ErrorDetail,
     GatewayError,
@@ -48,6 +50,7 @@ from gateway.schemas.media import (
     ReferenceAudioToMusicRequest,
 )
 from gateway.store.base import (
+    KeyBudget,
     RateState,
     Store,
     TaskAbandon,
@@ -146,6 +149,7 @@ class TaskService:
                     input=_echo(request, references),
                     metadata=dict(request.metadata),
                     idempotency=claim,
+                    budget=caller.budget,
                     reply_ttl_seconds=_IDEMPOTENCY_TTL_SECONDS,
                     hold_seconds=self._hold_seconds,
                     callback=callback,
@@ -166,7 +170,7 @@ class TaskService:
             return TaskAccepted(task=task, replayed=False, rate=result.rate)
         if outcome is TaskCreateOutcome.REPLAY and result.task is not None:
             return TaskAccepted(task=result.task, replayed=True, rate=result.rate)
-        raise _refusal(result, price)
+        raise _refusal(result, price, caller.budget)
 
     async def _confirm(
         self, task: TaskRecord, references: list[CheckedReference], abandon: TaskAbandon
@@ -277,7 +281,7 @@ def _echo(request: MediaRequest, references: list[CheckedReference]) -> dict[str
     return echo
 
 
-def _refusal(result: TaskCreateResult, price: int) -> GatewayError:
+def _refusal(result: TaskCreateResult, price: int, budget: KeyBudget | None) -> GatewayError:
     """What the store refused, as the error that says why (with the buckets for the headers)."""
     outcome = result.outcome
     error: GatewayError
@@ -293,6 +297,8 @@ def _refusal(result: TaskCreateResult, price: int) -> GatewayError:
                 ErrorDetail(field="available_credits", message=available),
             ],
         )
+    elif outcome is TaskCreateOutcome.KEY_BUDGET_EXCEEDED and budget is not None:
+        error = key_budget_exceeded(budget, wall())
     elif outcome is TaskCreateOutcome.IN_PROGRESS:
         error = IdempotencyInProgress()
     elif outcome is TaskCreateOutcome.KEY_REUSED:

@@ -167,9 +167,10 @@ def test_keys_are_created_listed_by_tenant_or_prefix_and_revoked(tmp_path: Path)
         assert {k["tenant"] for k in everyone["data"]} == {"default", "limited"}
         assert all("key" not in k for k in everyone["data"])  # the secret is shown once
         mine = (await _get(gw, "/keys", tenant="default")).json()["data"]
-        assert body in mine and len(mine) == 2
-        assert (await _get(gw, "/keys", prefix=key[:10])).json()["data"] == [body]
-        assert (await _get(gw, "/keys", prefix=body["id"])).json()["data"] == [body]
+        used = {**body, "last_used_at": mine[-1]["last_used_at"]}  # the /v1/models call
+        assert used in mine and len(mine) == 2 and used["last_used_at"] is not None
+        assert (await _get(gw, "/keys", prefix=key[:10])).json()["data"] == [used]
+        assert (await _get(gw, "/keys", prefix=body["id"])).json()["data"] == [used]
         assert (await _get(gw, "/keys", tenant="limited", prefix=key[:10])).json()["data"] == []
         _error(await _get(gw, "/keys", tenant="ghost"), 404, "tenant_not_found")
 

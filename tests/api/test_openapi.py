@@ -330,6 +330,26 @@ async def _record(gw: InProcessApp) -> list[Recorded]:
     revoke = "/admin/v1/keys/{key_id}/revoke"
     await call("POST", revoke, f"/admin/v1/keys/{key.json()['id']}/revoke", headers=admin)
     await call("POST", revoke, "/admin/v1/keys/key_nope/revoke", headers=admin)
+    one = "/admin/v1/keys/{key_id}"
+    fresh = await call(
+        "POST",
+        "/admin/v1/keys",
+        json={
+            "tenant": "default",
+            "name": "team",
+            "budget": {"credits": "25", "period": "month"},
+            "metadata": {"team": "a"},
+        },
+        headers=admin,
+    )
+    fresh_id = fresh.json()["id"]
+    await call("GET", one, f"/admin/v1/keys/{fresh_id}", headers=admin)
+    await call("GET", one, "/admin/v1/keys/key_nope", headers=admin)
+    await call("PATCH", one, f"/admin/v1/keys/{fresh_id}", json={"budget": None}, headers=admin)
+    await call("PATCH", one, f"/admin/v1/keys/{fresh_id}", json={"rpm": 1}, headers=admin)
+    rotate = "/admin/v1/keys/{key_id}/rotate"
+    await call("POST", rotate, f"/admin/v1/keys/{fresh_id}/rotate", json={}, headers=admin)
+    await call("POST", rotate, "/admin/v1/keys/key_nope/rotate", json={}, headers=admin)
     entry = {"amount": "5", "reason": "test", "id": "inv-1"}
     grants = "/admin/v1/tenants/{tenant}/grants"
     await call("POST", grants, "/admin/v1/tenants/default/grants", json=entry, headers=admin)

@@ -143,7 +143,11 @@ def set_field(driver: Any, element_id: str, value: str) -> None:
 
 
 def sign_in(driver: Any, page_url: str, token: str) -> None:
+    """Opens the page signed out (a token an earlier test left in the tab is dropped) and
+    signs in with `token`."""
     driver.get(page_url)
+    driver.execute_script("window.sessionStorage.clear()")
+    driver.refresh()
     wait(driver, lambda d: visible(d, "login-form"), "the sign-in form")
     set_field(driver, "admin-token", token)
     driver.find_element(By.ID, "login").click()

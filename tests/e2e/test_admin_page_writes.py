@@ -225,11 +225,11 @@ def test_a_key_is_edited_rotated_and_revoked_on_the_page(
     assert not browser.find_element(By.ID, "key-tenant").is_enabled()
     set_field(browser, "key-name", "ci-bot-2")
     set_field(browser, "key-rpm", "")
-    set_field(browser, "key-budget", "2")
+    set_field(browser, "key-budget", "50")
     set_field(browser, "key-period", "day")
     browser.find_element(By.ID, "key-save").click()
     row = _wait_row(browser, key_id, lambda r: r["Name"] == "ci-bot-2", "the edited row")
-    assert row["Budget"] == "2.0000 / day" and row["Limits"] == ""
+    assert row["Budget"] == "50.0000 / day" and row["Limits"] == ""
     edited = _key(process, token, key_id)
     assert edited["requests_per_minute"] is None and edited["budget"]["period"] == "day"
 
@@ -255,7 +255,7 @@ def test_a_key_is_edited_rotated_and_revoked_on_the_page(
     _done_with_secret(browser, rotated)
     browser.find_element(By.ID, "refresh").click()
     row = _wait_row(browser, key_id, lambda r: r["Spent"] != "0.0000", "the rotated key's spend")
-    assert row["Name"] == "ci-bot-2" and row["Budget"] == "2.0000 / day"  # the same key
+    assert row["Name"] == "ci-bot-2" and row["Budget"] == "50.0000 / day"  # the same key
     assert Decimal(row["Spent"]) == Decimal(_key(process, token, key_id)["budget"]["spent"])
 
     # Rotate again without grace: the secret it replaces is refused at once.

@@ -19,8 +19,10 @@ from gateway.schemas.admin import (
     CreatedKey,
     Entry,
     FailedCallbackList,
+    KeyFieldsRequest,
     LedgerEntryRequest,
     NewKeyRequest,
+    RotateKeyRequest,
     RoutingView,
     Tenant,
     TenantList,
@@ -83,6 +85,20 @@ ADMIN_DOCS: dict[tuple[str, str], OperationDoc] = {
     ),
     ("POST", f"{_BASE}/keys"): _admin(
         "Create an API key", {201: CreatedKey}, body=NewKeyRequest, errors=(404, 422)
+    ),
+    ("GET", f"{_BASE}/keys/{{key_id}}"): _admin("Get an API key", {200: AdminKey}, errors=(404,)),
+    ("PATCH", f"{_BASE}/keys/{{key_id}}"): _admin(
+        "Change an API key's name, models, budget, expiry, limits or metadata (null removes "
+        "one; lowering a budget below what was spent stops the key until its period resets)",
+        {200: AdminKey},
+        body=KeyFieldsRequest,
+        errors=(404, 422),
+    ),
+    ("POST", f"{_BASE}/keys/{{key_id}}/rotate"): _admin(
+        "Rotate an API key: the same id, a new secret; the old one works until the grace ends",
+        {201: CreatedKey},
+        body=RotateKeyRequest,
+        errors=(404, 422),
     ),
     ("POST", f"{_BASE}/keys/{{key_id}}/revoke"): _admin(
         "Revoke an API key", {200: AdminKey}, errors=(404,)
