@@ -138,9 +138,14 @@ def _secret(driver: Any) -> tuple[str, str]:
 
 
 def _done_with_secret(driver: Any, secret: str) -> None:
+    """Done: the secret leaves the page, and the tab never stored it."""
     driver.find_element(By.ID, "secret-done").click()
     assert not visible(driver, "secret-panel")
     assert secret not in driver.execute_script("return document.documentElement.outerHTML")
+    stored = driver.execute_script(
+        "return JSON.stringify([{...sessionStorage}, {...localStorage}, document.cookie])"
+    )
+    assert secret not in stored
 
 
 def _key(gateway: GatewayProcess, token: str, key_id: str) -> dict[str, Any]:
