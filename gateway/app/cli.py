@@ -17,6 +17,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
+from gateway.app.key_commands import (
+    add_key_flags,
+    keys_create,
+    keys_list,
+    keys_rotate,
+    keys_update,
+)
 from gateway.app.settings import Settings, SettingsError
 from gateway.billing.money import format_credits
 from gateway.client import cli as tasks_cli
@@ -54,10 +61,19 @@ def _parser() -> argparse.ArgumentParser:
     keys = commands.add_parser("keys", help="API keys").add_subparsers(dest="action", required=True)
     create = keys.add_parser("create", help="issue a key; prints only the key")
     create.add_argument("--tenant", required=True)
+    add_key_flags(create)
+    update = keys.add_parser("update", help="change a key's limits (none removes one)")
+    update.add_argument("key_id")
+    add_key_flags(update)
+    rotate = keys.add_parser("rotate", help="a new secret for a key; prints only the key")
+    rotate.add_argument("key_id")
+    rotate.add_argument("--grace", help="seconds the old secret keeps working (default 0)")
     revoke = keys.add_parser("revoke", help="revoke a key by its id (key_...) or the key itself")
     revoke.add_argument("key")
     listing = keys.add_parser(
-        "list", help="list keys (id, created, revoked, tenant, prefix); every tenant's by default"
+        "list",
+        help="list keys (id, created, revoked, tenant, prefix, name, models, budget, period, "
+        "spent, expires_at, rpm, tpm); every tenant's by default",
     )
     listing.add_argument("--tenant")
     listing.add_argument("--prefix", help="only keys whose prefix (gw-...) or id starts with it")
@@ -263,33 +279,11 @@ def _refused(exc: GatewayError) -> None:
             _err(f"--{detail.field}: {detail.message}")
 
 
-async def _keys_create(store: Store, config: GatewayConfig, args: Any) -> int:
-    from gateway.admin.service import create_key
-
-    key, record = await create_key(store, config, args.tenant)
-    print(key)
-    print(f"created {record.key_id} for tenant {record.tenant}", file=sys.stderr)
-    return 0
-
-
 async def _keys_revoke(store: Store, config: GatewayConfig, args: Any) -> int:
     from gateway.admin.service import revoke_key
 
     await revoke_key(store, args.key)
     print("revoked")
-    return 0
-
-
-async def _keys_list(store: Store, config: GatewayConfig, args: Any) -> int:
-    from gateway.admin.service import list_keys
-    from gateway.schemas.times import iso
-
-    for record in await list_keys(store, config, tenant=args.tenant, prefix=args.prefix):
-        revoked = iso(record.revoked_at) if record.revoked_at else "-"
-        print(
-            f"{record.key_id}\t{iso(record.created_at)}\t{revoked}\t{record.tenant}"
-            f"\t{record.prefix or '-'}"
-        )
     return 0
 
 
@@ -418,9 +412,11 @@ async def _callbacks_redeliver(store: Store, config: GatewayConfig, args: Any) -
 
 
 _ACTIONS: dict[tuple[str, str], Callable[[Store, GatewayConfig, Any], Awaitable[int]]] = {
-    ("keys", "create"): _keys_create,
+    ("keys", "create"): keys_create,
+    ("keys", "update"): keys_update,
+    ("keys", "rotate"): keys_rotate,
     ("keys", "revoke"): _keys_revoke,
-    ("keys", "list"): _keys_list,
+    ("keys", "list"): keys_list,
     ("credits", "grant"): _credits_grant,
     ("credits", "adjust"): _credits_adjust,
     ("credits", "balance"): _credits_balance,

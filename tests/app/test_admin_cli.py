@@ -87,7 +87,8 @@ def test_keys_list_finds_keys_by_prefix_or_id_across_tenants(tmp_path: Path) -> 
     everything = run(tmp_path, "keys", "list")
     assert everything.returncode == 0, everything.stderr
     rows = [line.split("\t") for line in everything.stdout.splitlines()]
-    assert len(rows) == 2 and all(len(row) == 5 for row in rows)
+    assert len(rows) == 2 and all(len(row) == 13 for row in rows)
+    assert all(row[5:] == ["-"] * 8 for row in rows)  # no limits: every new column "-"
     assert {row[4] for row in rows} == {first[:10], second[:10]}
     assert {row[3] for row in rows} == {"default"}
     assert first not in everything.stdout and second not in everything.stdout
@@ -184,3 +185,61 @@ def test_usage_prints_one_row_per_tenant_model_and_day(tmp_path: Path) -> None:
     assert bad.returncode == 2 and bad.stderr.startswith("gateway: --to: ")
     ghost = run(tmp_path, "usage", "--tenant", "ghost")
     assert ghost.returncode == 2 and "tenant 'ghost' is not declared" in ghost.stderr
+
+
+def test_keys_create_update_rotate_with_limits_and_list_them(tmp_path: Path) -> None:
+    created = run(
+        tmp_path,
+        *("keys", "create", "--tenant", "default", "--name", "team-a"),
+        *("--models", "sim-chat-1,sim-chat-pro", "--budget", "25", "--period", "month"),
+        *("--expires", "2099-12-31T00:00:00Z", "--rpm", "10", "--tpm", "5000"),
+    )
+    assert created.returncode == 0, created.stderr
+    [key] = created.stdout.splitlines()  # only the key
+    [row] = [line.split("\t") for line in run(tmp_path, "keys", "list").stdout.splitlines()]
+    assert row[5:] == [
+        "team-a",
+        "sim-chat-1,sim-chat-pro",
+        "25.0000",
+        "month",
+        "0.0000",
+        "2099-12-31T00:00:00Z",
+        "10",
+        "5000",
+    ]
+
+    updated = run(tmp_path, "keys", "update", row[0], "--budget", "none", "--rpm", "none")
+    assert updated.returncode == 0 and updated.stdout == "", updated.stderr
+    [after] = [line.split("\t") for line in run(tmp_path, "keys", "list").stdout.splitlines()]
+    assert after[7:10] == ["-", "-", "-"] and after[11:] == ["-", "5000"]
+
+    rotated = run(tmp_path, "keys", "rotate", row[0], "--grace", "60")
+    assert rotated.returncode == 0, rotated.stderr
+    [new_key] = rotated.stdout.splitlines()
+    assert new_key != key and new_key.startswith("gw-")
+    [last] = [line.split("\t") for line in run(tmp_path, "keys", "list").stdout.splitlines()]
+    assert last[0] == row[0] and last[4] == new_key[:10]
+
+
+def test_bad_key_flags_exit_2_with_one_line_naming_the_flag(tmp_path: Path) -> None:
+    base = ("keys", "create", "--tenant", "default")
+    cases = {
+        ("--expires", "2020-01-01T00:00:00Z"): "--expires",
+        ("--expires", "tomorrow"): "--expires",
+        ("--budget", "25"): "--period",
+        ("--budget", "1.23456", "--period", "day"): "--budget",
+        ("--budget", "5", "--period", "year"): "--period",
+        ("--rpm", "lots"): "--rpm",
+        ("--tpm", "999999999999"): "--tpm",
+        ("--models", "no-such-model"): "--models",
+        ("--name", "x" * 65): "--name",
+    }
+    for flags, named in cases.items():
+        result = run(tmp_path, *base, *flags)
+        assert result.returncode == 2, (flags, result.stderr)
+        assert result.stdout == ""
+        [line] = result.stderr.splitlines()
+        assert line.startswith(f"error: {named}: "), (flags, line)
+    assert run(tmp_path, "keys", "list").stdout == ""  # nothing was created
+    grace = run(tmp_path, "keys", "rotate", "key_nope", "--grace", "soon")
+    assert grace.returncode == 2 and grace.stderr.startswith("error: --grace: ")

@@ -235,7 +235,7 @@ def every_command() -> list[Command]:
 
 # --- checks of what each command prints -------------------------------------------------
 
-KEY = re.compile(r"^gw-[A-Za-z0-9_-]{20,}$")
+KEY = re.compile(r"^gw-[A-Za-z0-9_-]{20,}\.k[0-9a-z]{1,7}$")
 
 
 def _base_url_of(output: str) -> str:
@@ -491,8 +491,9 @@ def _readme_cli(session: Newcomer, cli: list[Command], port: int) -> None:
     @check("gateway keys list --tenant default")
     def _(command: Command) -> None:
         rows = [r.split("\t") for r in session.run(command.text).stdout.splitlines()]
-        assert len(rows) == 1 and len(rows[0]) == 5, rows  # id, created, revoked, tenant, prefix
-        key_id, _created, revoked, tenant, prefix = rows[0]
+        assert len(rows) == 1 and len(rows[0]) == 13, rows  # id, created, revoked, tenant, prefix,
+        # then name, models, budget, period, spent, expires_at, rpm, tpm
+        key_id, _created, revoked, tenant, prefix = rows[0][:5]
         assert key_id.startswith("key_") and revoked == "-" and tenant == "default"
         assert session.facts["default"].startswith(prefix)
         session.replacements += [("gw-AbCdEfG", prefix), ("key_0123abcd...", key_id)]
