@@ -8,6 +8,7 @@ export class Pager {
     this.load = load;
     this.cursors = [null];
     this.index = 0;
+    this.loaded = false;
     this.previous = this.#button("Previous page", "prev", () => this.#go(-1));
     this.label = document.createElement("span");
     this.label.className = "page-label";
@@ -25,10 +26,24 @@ export class Pager {
     return element;
   }
 
+  // A page that fails to load (its error is shown) leaves the pager where it was.
   async #go(step) {
+    const from = this.index;
     this.index = Math.max(0, Math.min(this.cursors.length - 1, this.index + step));
     this.previous.disabled = this.next.disabled = true;
+    this.loaded = false;
     await this.load();
+    if (!this.loaded) {
+      this.index = from;
+      this.#render(this.cursors.length > from + 1);
+    }
+  }
+
+  #render(hasMore) {
+    this.previous.disabled = this.index === 0;
+    this.next.disabled = !hasMore;
+    this.label.textContent = `Page ${this.index + 1}`;
+    this.nav.hidden = this.index === 0 && !hasMore;
   }
 
   // The `after` of the page to load now (null: the first page).
@@ -49,12 +64,11 @@ export class Pager {
       this.reset();
       return false;
     }
+    this.loaded = true;
     this.cursors.length = this.index + 1;
-    if (page.has_more && page.next_after) this.cursors.push(page.next_after);
-    this.previous.disabled = this.index === 0;
-    this.next.disabled = !page.has_more;
-    this.label.textContent = `Page ${this.index + 1}`;
-    this.nav.hidden = this.index === 0 && !page.has_more;
+    const hasMore = Boolean(page.has_more && page.next_after);
+    if (hasMore) this.cursors.push(page.next_after);
+    this.#render(hasMore);
     return true;
   }
 }
