@@ -5,8 +5,9 @@ while no admin token is configured, else 401 `invalid_admin_token` unless the re
 it; tenant keys never get past it. Handlers read the routing file in force
 (`resources.config`) per request and call `gateway.admin.service` and `gateway.admin.usage`,
 which the `gateway` CLI calls too; this module only reads queries and bodies and renders
-(money as four-decimal strings, times as ISO 8601 UTC). The JSON shapes are the admin
-contract's (docs/operations.md, "Admin API").
+(money as four-decimal strings, times as ISO 8601 UTC). Lists come in pages (`limit`,
+`after`; `has_more`, `next_after`: `gateway.admin.paging`, `gateway.admin.task_pages`). The
+JSON shapes are the admin contract's (docs/operations.md, "Admin API").
 """
 
 from __future__ import annotations
