@@ -220,7 +220,15 @@ def test_a_key_is_edited_rotated_and_revoked_on_the_page(
         assert made.status_code == 201, made.text
     key_id, secret = made.json()["id"], made.json()["key"]
     _signed_in(browser, process, token)
+    # A filter the API refuses: its answer in words, the table left as it was.
+    shown = rows(browser, "keys")
+    set_field(browser, "keys-tenant", "ghost")
+    browser.find_element(By.ID, "keys-find").click()
+    wait(browser, lambda d: "tenant_not_found" in text_of(d, "error"), "the refused filter")
+    assert "HTTP 404" in text_of(browser, "error") and "'ghost'" in text_of(browser, "error")
+    assert rows(browser, "keys") == shown
     _find_key(browser, key_id)
+    assert not visible(browser, "error")
 
     # Edit: a new name and a daily budget; the emptied rate limit is removed.
     browser.find_element(By.CSS_SELECTOR, f'button.edit[data-key-id="{key_id}"]').click()

@@ -252,6 +252,7 @@ export function initKeys(onChanged, onFailure) {
   $("keys").addEventListener("click", onTableClick);
   $("keys-filter").addEventListener("submit", (event) => {
     event.preventDefault();
+    hide($("error")); // what an earlier filter was refused for
     pager.reset();
     loadKeys().catch(onFailure);
   });
