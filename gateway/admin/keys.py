@@ -30,6 +30,7 @@ __all__ = [
     "BudgetState",
     "KeyFields",
     "budget_state",
+    "key_budget",
     "parse_time",
     "settings_of",
 ]
@@ -93,10 +94,16 @@ class BudgetState:
 
 
 async def budget_state(store: Store, record: ApiKeyRecord, now: float) -> BudgetState | None:
-    budget = record.settings.budget
+    return await key_budget(store, record.tenant, record.key_id, record.settings.budget, now)
+
+
+async def key_budget(
+    store: Store, tenant: str, key_id: str, budget: KeyBudget | None, now: float
+) -> BudgetState | None:
+    """The key's budget now (None without one)."""
     if budget is None:
         return None
-    spent = await store.key_spent(record.tenant, record.key_id, budget.period)
+    spent = await store.key_spent(tenant, key_id, budget.period)
     _, resets_at = period_bounds(budget.period, now)
     return BudgetState(budget.units, budget.period, spent, resets_at)
 

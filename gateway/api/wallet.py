@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import time
+
 from litestar import get
 from litestar.params import Parameter
 
+from gateway.admin.keys import key_budget
 from gateway.api.openapi.doc import OperationDoc, documented
 from gateway.api.query import page_limit
 from gateway.api.resources import Resources
 from gateway.auth import Caller
 from gateway.billing.money import format_credits, format_usd
 from gateway.schemas.times import iso
-from gateway.schemas.wallet import LedgerItem, LedgerList, WalletView
+from gateway.schemas.wallet import KeyBudgetView, LedgerItem, LedgerList, WalletView
 from gateway.store.base import LedgerEntry, Store
 
 __all__ = ["HANDLERS", "get_ledger", "get_wallet", "ledger_list"]
@@ -21,7 +24,7 @@ __all__ = ["HANDLERS", "get_ledger", "get_wallet", "ledger_list"]
     "/v1/wallet",
     opt=documented(
         OperationDoc(
-            summary="The wallet's balance",
+            summary="The wallet's balance (and the calling key's budget, when it has one)",
             tag="Wallet",
             release="Preview",
             responses={200: WalletView},
@@ -31,13 +34,19 @@ __all__ = ["HANDLERS", "get_ledger", "get_wallet", "ledger_list"]
 async def get_wallet(caller: Caller, resources: Resources) -> WalletView:
     wallet = await resources.store.wallet(caller.tenant.name)
     rate = caller.tenant.credits_per_usd
-    return WalletView(
+    view = WalletView(
         balance_credits=format_credits(wallet.balance_units),
         held_credits=format_credits(wallet.held_units),
         available_credits=format_credits(wallet.balance_units - wallet.held_units),
         credits_per_usd_rate=str(rate),
         balance_usd_reference=format_usd(wallet.balance_units, rate),
     )
+    budget = await key_budget(
+        resources.store, caller.tenant.name, caller.key_id, caller.budget, time.time()
+    )
+    if budget is not None:
+        view.key_budget = KeyBudgetView(**budget.view())  # type: ignore[arg-type]
+    return view
 
 
 def _item(entry: LedgerEntry) -> LedgerItem:

@@ -15,6 +15,7 @@ from gateway.auth.issuing import issue_key
 from gateway.billing.money import units_from_credits
 from gateway.config.loader import GatewayConfig
 from gateway.store.base import Store
+from gateway.store.key_tags import split_tag
 
 __all__ = ["DEFAULT_TENANT", "STARTING_GRANT_ENTRY", "bootstrap_embedded"]
 
@@ -37,7 +38,7 @@ async def bootstrap_embedded(store: Store, config: GatewayConfig, data_dir: Path
     key_file = data_dir / "default-api-key"
     saved = _read_key(key_file)
     if saved is not None:
-        record = await store.get_key(hash_api_key(saved))
+        record = await store.get_key(hash_api_key(saved), split_tag(saved))
         if record is not None and record.revoked_at is None:
             return saved
     key, _ = await issue_key(store, config, DEFAULT_TENANT)

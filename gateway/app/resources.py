@@ -117,7 +117,9 @@ class Runtime:
             store=store,
             providers=providers,
             router=router,
-            auth=Authenticator(store, config, settings.resolved_key_cache_seconds),
+            auth=Authenticator(
+                store, config, settings.resolved_key_cache_seconds, on_expired=metrics.key_expired
+            ),
             gatekeeper=self.gatekeeper,
             finisher=self.finisher,
             health=self.health,

@@ -7,6 +7,7 @@ grace) is checked against the clock on every request, cached or not.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from gateway.auth.keys import hash_api_key
@@ -69,9 +70,16 @@ def _lower(tenant: int, key: int | None) -> int:
 
 class Authenticator:
     def __init__(
-        self, store: Store, config: GatewayConfig, cache_seconds: float, clock: Clock = wall
+        self,
+        store: Store,
+        config: GatewayConfig,
+        cache_seconds: float,
+        clock: Clock = wall,
+        on_expired: Callable[[], None] | None = None,
     ) -> None:
         self._store = store
+        self._on_expired = on_expired
+        """Told of each call refused because its key expired (a metric)."""
         self._config = config
         self._cache_seconds = cache_seconds
         self._clock = clock
@@ -90,6 +98,8 @@ class Authenticator:
             raise InvalidApiKey()
         ends = _ends_at(record)
         if ends is not None and self._clock() >= ends:
+            if self._on_expired is not None:
+                self._on_expired()
             raise InvalidApiKey(EXPIRED)
         tenant = self._config.tenants.get(record.tenant)
         if tenant is None:

@@ -445,6 +445,7 @@ class ChatService:
         self._metrics.chat_charged(
             model, charge.units, charge.prompt_tokens, charge.completion_tokens
         )
+        self._metrics.key_charged(call.api_key_id, charge.units)
 
     def stream_ended(self, route: Route, chunks: int) -> None:
         """A stream is over, however it ended, having sent `chunks` content chunks."""

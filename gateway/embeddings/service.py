@@ -279,6 +279,7 @@ class EmbeddingsService:
                 )
             )
             self._metrics.embeddings_charged(model, units, tokens)
+            self._metrics.key_charged(call.api_key_id, units)
             return EmbeddingsAnswered(
                 body=body, model=model, route=note, rate=rate, upstream_seconds=waited
             )

@@ -21,13 +21,19 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from gateway.errors import IdempotencyInProgress, IdempotencyKeyReused, RateLimited
+from gateway.errors import (
+    IdempotencyInProgress,
+    IdempotencyKeyReused,
+    KeyBudgetExceeded,
+    RateLimited,
+)
 
 __all__ = ["UNMATCHED_ROUTE", "DisabledMetrics", "Metrics"]
 
 UNMATCHED_ROUTE = "unmatched"
 """The route label of a request no route matched (a 404 or 405 before routing)."""
 
+_KEY_REFUSALS = frozenset({KeyBudgetExceeded.code, "model_not_found"})
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 
 # Seconds. The gateway's own time is sub-millisecond; a request's is bounded by upstreams.
@@ -179,6 +185,23 @@ class Metrics:
             "answered 410).",
             ("outcome",),
         )
+        self._key_charged = counter(
+            "gateway_key_credits_charged",
+            "Credits charged per API key (by its id, never the secret): chat and embeddings "
+            "settlements and task debits.",
+            ("key_id",),
+        )
+        self._key_refunded = counter(
+            "gateway_key_credits_refunded",
+            "Credits given back per API key by task refunds.",
+            ("key_id",),
+        )
+        self._key_refusals = counter(
+            "gateway_key_refusals",
+            "Calls refused by a key's governance, by reason: key_budget_exceeded (402), "
+            "model_not_found (404: a model the key or tenant may not use) or expired (401).",
+            ("reason",),
+        )
         self._artifacts = counter(
             "gateway_artifacts",
             "Artifacts stored, by source (upload, reference, output).",
@@ -212,6 +235,8 @@ class Metrics:
                 self._idempotency(route, "in_progress").inc()
             elif error_code == IdempotencyKeyReused.code:
                 self._idempotency(route, "conflict").inc()
+            elif error_code in _KEY_REFUSALS:
+                self._key_refusals(error_code).inc()
 
     def dialect_request(self, dialect: str, route: str, status: int) -> None:
         """One answered request of a chat endpoint, in the dialect its client spoke."""
@@ -264,6 +289,18 @@ class Metrics:
         if refund_units:
             self._refunded(capability, model).inc(refund_units / self._per_credit)
 
+    def key_charged(self, key_id: str, units: int) -> None:
+        if units:
+            self._key_charged(key_id).inc(units / self._per_credit)
+
+    def key_refunded(self, key_id: str, units: int) -> None:
+        if units:
+            self._key_refunded(key_id).inc(units / self._per_credit)
+
+    def key_expired(self) -> None:
+        """A call with an expired key (or a rotated secret past its grace)."""
+        self._key_refusals("expired").inc()
+
     def artifact_stored(self, source: str, size: int) -> None:
         self._artifacts(source).inc()
         self._artifact_bytes(source).inc(size)
@@ -311,6 +348,15 @@ class DisabledMetrics(Metrics):
         pass
 
     def task_finished(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def key_charged(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def key_refunded(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def key_expired(self, *args: Any, **kwargs: Any) -> None:
         pass
 
     def artifact_stored(self, *args: Any, **kwargs: Any) -> None:

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import msgspec
 
-__all__ = ["LedgerItem", "LedgerList", "WalletView"]
+__all__ = ["KeyBudgetView", "LedgerItem", "LedgerList", "WalletView"]
+
+
+class KeyBudgetView(msgspec.Struct, kw_only=True):
+    """The calling key's budget: what it spent in the current calendar period (UTC) and when
+    that period ends (`resets_at`; null for a `total` budget, which never resets)."""
+
+    credits: str
+    period: str
+    spent: str
+    remaining: str
+    resets_at: str | None
 
 
 class WalletView(msgspec.Struct, kw_only=True):
@@ -14,6 +25,8 @@ class WalletView(msgspec.Struct, kw_only=True):
     available_credits: str
     credits_per_usd_rate: str
     balance_usd_reference: str
+    key_budget: KeyBudgetView | msgspec.UnsetType = msgspec.UNSET
+    """Only for a key with a budget."""
 
 
 class LedgerItem(msgspec.Struct, kw_only=True):

@@ -167,6 +167,7 @@ class TaskService:
                 exc.rate = msgspec.structs.replace(result.rate, limit_tokens=0)
                 raise
             self._metrics.task_created(capability, route.model.id, price)
+            self._metrics.key_charged(caller.key_id, price)
             return TaskAccepted(task=task, replayed=False, rate=result.rate)
         if outcome is TaskCreateOutcome.REPLAY and result.task is not None:
             return TaskAccepted(task=result.task, replayed=True, rate=result.rate)
@@ -263,6 +264,7 @@ class TaskService:
                 task.refunded_units,
                 (task.completed_at or task.created_at) - task.created_at,
             )
+            self._metrics.key_refunded(task.api_key_id, task.refunded_units)
         return task
 
 

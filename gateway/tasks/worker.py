@@ -360,6 +360,7 @@ class Worker:
                     task.refunded_units,
                     ended - task.created_at,
                 )
+                self._metrics.key_refunded(task.api_key_id, task.refunded_units)
             return
 
 
