@@ -76,7 +76,28 @@ def test_concurrent_chat_calls_never_spend_past_the_key_budget(
             assert "key_budget" not in plain.json()
             assert (await gw.key(other_id))["budget"] is None
 
+            # Metrics, summed over the replicas: spend by key id, refusals by reason.
+            charged_seen, refusals = Decimal(0), 0
+            for client in gw.clients:
+                text = (await client.get("/metrics")).text
+                assert key not in text and other not in text  # never a secret
+                charged_seen += _sample(
+                    text, f'gateway_key_credits_charged_total{{key_id="{key_id}"}}'
+                )
+                refusals += int(
+                    _sample(text, 'gateway_key_refusals_total{reason="key_budget_exceeded"}')
+                )
+            assert charged_seen == charged and refusals == len(refused)
+
     asyncio.run(scenario())
+
+
+def _sample(text: str, series: str) -> Decimal:
+    """The value of one series in Prometheus text (0 when absent)."""
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return Decimal(line.split(" ")[1]).quantize(Decimal("0.0001"))
+    return Decimal(0)
 
 
 def test_concurrent_task_creates_never_spend_past_it_and_a_cancel_gives_it_back(
