@@ -19,6 +19,8 @@ shared Redis is left as it was.
     python bench/store_bench.py --backend sqlite --pairs 50000   # WAL bounded under load?
     python bench/store_bench.py --backend sqlite --pairs 50000 --rate 1700   # paced
     python bench/store_bench.py --bounded    # every admit wallet-bounded (holds all available)
+    python bench/store_bench.py --key-budget # every call's key has a budget (one in the
+                                             # admission; its spend moves with each charge)
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from gateway.store.base import (
     AdmissionOutcome,
     Call,
     IdempotencyClaim,
+    KeyBudget,
     RateLimits,
     Settlement,
     Store,
@@ -55,7 +58,10 @@ _REPLY = StoredReply(status=200, content_type="application/json", body=b'{"id":"
 _WALLET = 10**15
 
 
-async def _pair(store: Store, i: int, bounded: bool = False) -> None:
+_BUDGET = KeyBudget(units=10**15, period="month")
+
+
+async def _pair(store: Store, i: int, bounded: bool = False, budget: bool = False) -> None:
     claim = IdempotencyClaim(scope=f"bench:POST:/v1/chat/completions:{i}", fingerprint="fp")
     call = Call(
         tenant="bench",
@@ -65,6 +71,7 @@ async def _pair(store: Store, i: int, bounded: bool = False) -> None:
         limits=_LIMITS,
         tokens_reserved=1200,
         idempotency=claim,
+        budget=_BUDGET if budget else None,
     )
     if bounded:  # a hold above the wallet, a minimum within it: the store holds all it has
         admission = Admission(
@@ -96,16 +103,21 @@ _CHUNK = 2000
 
 
 async def bench(
-    store: Store, pairs: int, wal: Path | None = None, rate: float = 0, bounded: bool = False
+    store: Store,
+    pairs: int,
+    wal: Path | None = None,
+    rate: float = 0,
+    bounded: bool = False,
+    budget: bool = False,
 ) -> Numbers:
     """Sequential pairs after a short warm-up; `wal` is a -wal file to watch (every 100 pairs).
 
     `rate` > 0 paces the pairs (per second), as requests arriving at that rate would;
-    `bounded`: every admission is wallet-bounded.
+    `bounded`: every admission is wallet-bounded; `budget`: every call's key has a budget.
     """
     await store.grant("bench", _WALLET, entry_id="bench:grant", reason="bench")
     for i in range(200):
-        await _pair(store, -1 - i, bounded)
+        await _pair(store, -1 - i, bounded, budget)
         await asyncio.sleep(0)
     walls: list[float] = []
     chunk_cpu: list[float] = []
@@ -114,7 +126,7 @@ async def bench(
     chunk0 = cpu0
     for i in range(pairs):
         t0 = time.perf_counter()
-        await _pair(store, i, bounded)
+        await _pair(store, i, bounded, budget)
         walls.append(time.perf_counter() - t0)
         # A server yields between requests: background tasks (the WAL checkpoint) run.
         await asyncio.sleep(max(0.0, wall0 + (i + 1) / rate - time.perf_counter()) if rate else 0)
@@ -147,14 +159,16 @@ def _size(path: Path | None) -> int:
         return 0
 
 
-async def _run(backend: str, pairs: int, redis_url: str, rate: float, bounded: bool) -> None:
+async def _run(
+    backend: str, pairs: int, redis_url: str, rate: float, bounded: bool, budget: bool
+) -> None:
     if backend in ("sqlite", "all"):
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "bench.db"
             store = SqliteStore(path)
             await store.open()
             try:
-                numbers = await bench(store, pairs, Path(f"{path}-wal"), rate, bounded)
+                numbers = await bench(store, pairs, Path(f"{path}-wal"), rate, bounded, budget)
                 _report("sqlite", pairs, numbers)
             finally:
                 await store.close()
@@ -162,7 +176,8 @@ async def _run(backend: str, pairs: int, redis_url: str, rate: float, bounded: b
         redis_store = RedisStore(redis_url, prefix=f"bench:{uuid.uuid4().hex}:")
         await redis_store.open()
         try:
-            _report("redis", pairs, await bench(redis_store, pairs, rate=rate, bounded=bounded))
+            numbers = await bench(redis_store, pairs, rate=rate, bounded=bounded, budget=budget)
+            _report("redis", pairs, numbers)
         finally:
             client = redis_store.client
             keys = [k async for k in client.scan_iter(match=redis_store.keys.pattern())]
@@ -192,11 +207,14 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=2000)
     parser.add_argument("--rate", type=float, default=0, help="pairs per second (0: flat out)")
     parser.add_argument("--bounded", action="store_true", help="wallet-bounded admissions")
+    parser.add_argument("--key-budget", action="store_true", help="every call's key has a budget")
     parser.add_argument(
         "--redis-url", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
     )
     args = parser.parse_args()
-    asyncio.run(_run(args.backend, args.pairs, args.redis_url, args.rate, args.bounded))
+    asyncio.run(
+        _run(args.backend, args.pairs, args.redis_url, args.rate, args.bounded, args.key_budget)
+    )
 
 
 if __name__ == "__main__":

@@ -91,6 +91,29 @@ def test_fields_patch_rotate_and_rate_limits(tmp_path: Path) -> None:
             stopped = await client.post("/v1/chat/completions", json=chat(), headers=auth(key))
             assert stopped.status_code == 402
             assert stopped.json()["error"]["code"] == "key_budget_exceeded"
+            # Every dialect and endpoint answers the same refusal.
+            tiny, _ = await gw.new_key(budget={"credits": "0.0001", "period": "day"})
+            embed = {"model": "sim-embed-1", "input": "hello there"}
+            refusals = [
+                await client.post("/v1/embeddings", json=embed, headers=auth(tiny)),
+                await client.post(
+                    "/v1/responses",
+                    json={"model": "sim-chat-1", "input": "hi", "max_output_tokens": 16},
+                    headers=auth(tiny),
+                ),
+            ]
+            for refusal in refusals:
+                assert refusal.status_code == 402, refusal.text
+                assert refusal.json()["error"]["code"] == "key_budget_exceeded"
+            messages = {
+                "model": "sim-chat-1",
+                "max_tokens": 16,
+                "messages": [{"role": "user", "content": "hi"}],
+            }
+            anthropic = await client.post(
+                "/v1/messages", json=messages, headers={"x-api-key": tiny}
+            )
+            assert anthropic.status_code == 402, anthropic.text
             await client.patch(path, json={"budget": None}, headers=admin)
             going = await client.post("/v1/chat/completions", json=chat(), headers=auth(key))
             assert going.status_code == 200
