@@ -20,6 +20,7 @@ from msgspec import UNSET, UnsetType
 from gateway.billing.money import format_credits, parse_credits
 from gateway.config.loader import GatewayConfig, Tenant
 from gateway.errors import ErrorDetail, ValidationFailed
+from gateway.schemas.times import iso
 from gateway.store.base import ApiKeyRecord, KeyBudget, KeySettings, Store
 from gateway.store.periods import PERIODS, BudgetPeriod, period_bounds
 
@@ -82,8 +83,7 @@ class BudgetState:
         return max(0, self.units - self.spent)
 
     def view(self) -> dict[str, str | None]:
-        from gateway.schemas.times import iso
-
+        """As the Key object and `GET /v1/wallet` show it."""
         return {
             "credits": format_credits(self.units),
             "period": self.period,
