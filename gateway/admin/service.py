@@ -36,7 +36,6 @@ from gateway.store.base import (
     KeySettings,
     LedgerEntry,
     Store,
-    TaskRecord,
     TaskStatus,
     Wallet,
 )
@@ -55,7 +54,6 @@ __all__ = [
     "list_keys",
     "new_entry_id",
     "outcome_unknown",
-    "recent_tasks",
     "require_tenant",
     "revoke_key",
     "rotate_key",
@@ -307,33 +305,6 @@ def _same_or_refuse(entry: LedgerEntry, entry_id: str, units: int, kind: EntryKi
         raise EntryIdReused(
             f"The entry id {message}.", details=[ErrorDetail(field="id", message=message)]
         )
-
-
-# Tasks --------------------------------------------------------------------------------------
-
-
-async def recent_tasks(
-    store: Store,
-    config: GatewayConfig,
-    *,
-    tenant: str | None = None,
-    status: str | None = None,
-    limit: int = 50,
-) -> list[TaskRecord]:
-    """The newest tasks of one tenant or of every declared tenant (merged), newest first."""
-    if not 1 <= limit <= 200:
-        raise invalid("limit", "an integer from 1 to 200")
-    if status is not None and status not in TASK_STATUSES:
-        raise invalid("status", f"one of {', '.join(TASK_STATUSES)}")
-    if tenant is not None:
-        require_tenant(config, tenant)
-    names = [tenant] if tenant is not None else sorted(config.tenants)
-    found: list[TaskRecord] = []
-    for name in names:
-        page = await store.list_tasks(name, limit=limit, status=status)
-        found.extend(page.tasks)
-    found.sort(key=lambda task: (task.created_at, task.task_id), reverse=True)
-    return found[:limit]
 
 
 # Routing ------------------------------------------------------------------------------------

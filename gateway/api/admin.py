@@ -5,8 +5,9 @@ while no admin token is configured, else 401 `invalid_admin_token` unless the re
 it; tenant keys never get past it. Handlers read the routing file in force
 (`resources.config`) per request and call `gateway.admin.service` and `gateway.admin.usage`,
 which the `gateway` CLI calls too; this module only reads queries and bodies and renders
-(money as four-decimal strings, times as ISO 8601 UTC). The JSON shapes are the admin
-contract's (docs/operations.md, "Admin API").
+(money as four-decimal strings, times as ISO 8601 UTC). Lists come in pages (`limit`,
+`after`; `has_more`, `next_after`: `gateway.admin.paging`, `gateway.admin.task_pages`). The
+JSON shapes are the admin contract's (docs/operations.md, "Admin API").
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from litestar.handlers.base import BaseRouteHandler
 from gateway.admin import callbacks as callback_admin
 from gateway.admin import service
 from gateway.admin.keys import KeyFields, budget_state
+from gateway.admin.paging import Page, page_of, row_cursor
+from gateway.admin.task_pages import task_page
 from gateway.admin.token import check_admin_token
 from gateway.admin.usage import usage_report
 from gateway.api.admin_views import (
@@ -32,6 +35,7 @@ from gateway.api.admin_views import (
     tenant_view,
     usage_view,
 )
+from gateway.api.query import page_limit
 from gateway.api.resources import Resources
 from gateway.api.task_view import callback_view
 from gateway.api.wallet import ledger_list
@@ -45,6 +49,9 @@ from gateway.store.base import ApiKeyRecord
 __all__ = ["ADMIN_PATH", "HANDLERS"]
 
 ADMIN_PATH = "/admin/v1"
+
+_LIST_LIMIT = "100"
+_LIST_MAX = 200
 
 
 class _NewKey(KeyFields, kw_only=True, forbid_unknown_fields=True):
@@ -79,15 +86,34 @@ def _query(request: Request[Any, Any, Any], name: str) -> str | None:
     return value or None
 
 
+def _page_query(request: Request[Any, Any, Any]) -> tuple[int, str | None]:
+    """`limit` (1 to 200, 100 by default) and `after` of a paged admin list."""
+    limit = page_limit(request.query_params.get("limit") or _LIST_LIMIT, high=_LIST_MAX)
+    return limit, _query(request, "after")
+
+
+def _list(page: Page[Any], data: list[Any]) -> dict[str, Any]:
+    return {
+        "object": "list",
+        "data": data,
+        "has_more": page.has_more,
+        "next_after": page.next_after,
+    }
+
+
 async def _body(request: Request[Any, Any, Any], decoder: msgspec.json.Decoder[Any]) -> Any:
     require_json_content_type(context_of(request.scope).content_type)
     return decode_json(await request.body(), decoder, ValidationFailed)
 
 
 @get("/tenants")
-async def list_tenants(resources: Resources) -> dict[str, Any]:
-    summaries = await service.tenant_summaries(resources.store, resources.config)
-    return {"object": "list", "data": [tenant_view(s) for s in summaries]}
+async def list_tenants(request: Request[Any, Any, Any], resources: Resources) -> dict[str, Any]:
+    limit, after = _page_query(request)
+    page = page_of(sorted(resources.config.tenants), limit=limit, after=after, cursor=str)
+    summaries = [
+        await service.tenant_summary(resources.store, resources.config, name) for name in page.items
+    ]
+    return _list(page, [tenant_view(s) for s in summaries])
 
 
 @get("/tenants/{tenant:str}")
@@ -103,7 +129,9 @@ async def list_keys(request: Request[Any, Any, Any], resources: Resources) -> di
         tenant=_query(request, "tenant"),
         prefix=_query(request, "prefix"),
     )
-    return {"object": "list", "data": [await _key(resources, r) for r in records]}
+    limit, after = _page_query(request)
+    page = page_of(records, limit=limit, after=after, cursor=lambda record: record.key_id)
+    return _list(page, [await _key(resources, r) for r in page.items])
 
 
 async def _key(resources: Resources, record: ApiKeyRecord) -> dict[str, Any]:
@@ -213,7 +241,11 @@ async def usage(request: Request[Any, Any, Any], resources: Resources) -> dict[s
         tenant=_query(request, "tenant"),
         now=time.time(),
     )
-    return usage_view(report)
+    limit, after = _page_query(request)
+    page = page_of(
+        report.rows, limit=limit, after=after, cursor=lambda r: row_cursor(r.tenant, r.model, r.day)
+    )
+    return usage_view(report, page.items, has_more=page.has_more, next_after=page.next_after)
 
 
 @get("/tasks")
@@ -221,14 +253,15 @@ async def tasks(request: Request[Any, Any, Any], resources: Resources) -> dict[s
     limit = request.query_params.get("limit") or "50"
     if not (limit.isascii() and limit.isdigit()):  # isdigit alone passes "²", int() refuses it
         raise service.invalid("limit", "an integer from 1 to 200")
-    found = await service.recent_tasks(
+    page = await task_page(
         resources.store,
         resources.config,
         tenant=_query(request, "tenant"),
         status=_query(request, "status"),
         limit=int(limit),
+        after=_query(request, "after"),
     )
-    return {"object": "list", "data": [task_view(task) for task in found]}
+    return _list(page, [task_view(task) for task in page.items])
 
 
 @post("/tenants/{tenant:str}/callback-secret", status_code=201)

@@ -15,7 +15,14 @@ from litestar.response import Response
 
 from gateway.errors import NotFound
 
-__all__ = ["ASSET_PATH", "CONTENT_SECURITY_POLICY", "HANDLERS", "admin_asset", "admin_page"]
+__all__ = [
+    "ASSET_PATH",
+    "CONTENT_SECURITY_POLICY",
+    "HANDLERS",
+    "SCRIPTS",
+    "admin_asset",
+    "admin_page",
+]
 
 ASSET_PATH = "/admin/assets"
 
@@ -42,10 +49,13 @@ _HEADERS = {
     "Cache-Control": "no-store",
 }
 
+SCRIPTS = ("admin.js", "api.js", "dom.js", "pager.js", "keys.js", "key_form.js", "credits.js")
+"""The page's script modules: admin.js imports the others."""
+
 _MEDIA_TYPES = {
     "index.html": "text/html",
-    "admin.js": "text/javascript",
     "admin.css": "text/css",
+    **dict.fromkeys(SCRIPTS, "text/javascript"),
 }
 
 

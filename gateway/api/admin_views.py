@@ -10,7 +10,7 @@ from typing import Any
 
 from gateway.admin.keys import BudgetState
 from gateway.admin.service import TenantSummary
-from gateway.admin.usage import UsageReport
+from gateway.admin.usage import UsageReport, UsageRow
 from gateway.billing.money import format_credits
 from gateway.schemas.times import iso
 from gateway.store.base import ApiKeyRecord, LedgerEntry, TaskRecord
@@ -108,11 +108,16 @@ def failed_callback_view(task: TaskRecord) -> dict[str, Any]:
     }
 
 
-def usage_view(report: UsageReport) -> dict[str, Any]:
+def usage_view(
+    report: UsageReport, rows: list[UsageRow], *, has_more: bool, next_after: str | None
+) -> dict[str, Any]:
+    """The report's range and one page of its rows."""
     return {
         "object": "usage",
         "from": iso(report.window.since),
         "to": iso(report.window.until),
+        "has_more": has_more,
+        "next_after": next_after,
         "data": [
             {
                 "tenant": row.tenant,
@@ -124,6 +129,6 @@ def usage_view(report: UsageReport) -> dict[str, Any]:
                 "refunded": format_credits(row.refunded_units),
                 "spend": format_credits(row.spend_units),
             }
-            for row in report.rows
+            for row in rows
         ],
     }

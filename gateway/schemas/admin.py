@@ -108,6 +108,9 @@ class Tenant(_Closed):
 class TenantList(_Closed):
     object: Literal["list"]
     data: list[Tenant]
+    has_more: bool
+    next_after: str | None
+    """The `after` of the next page when `has_more`."""
 
 
 class KeyBudgetView(_Closed):
@@ -149,6 +152,9 @@ class CreatedKey(AdminKey, kw_only=True, forbid_unknown_fields=True):
 class AdminKeyList(_Closed):
     object: Literal["list"]
     data: list[AdminKey]
+    has_more: bool
+    next_after: str | None
+    """The `after` of the next page when `has_more`."""
 
 
 class Entry(_Closed):
@@ -176,6 +182,8 @@ class UsageView(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, rename
     object: Literal["usage"]
     from_: Timestamp
     to: Timestamp
+    has_more: bool
+    next_after: str | None
     data: list[UsageRow]
 
 
@@ -194,6 +202,8 @@ class AdminTask(_Closed):
 class AdminTaskList(_Closed):
     object: Literal["list"]
     data: list[AdminTask]
+    has_more: bool
+    next_after: str | None
 
 
 _CallbackStatus = Literal["pending", "delivered", "retrying", "failed", "disabled"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.api.admin_page import CONTENT_SECURITY_POLICY
+from gateway.api.admin_page import CONTENT_SECURITY_POLICY, SCRIPTS
 from tests.api.support import InProcessApp, in_process_app
 
 pytestmark = [
@@ -22,6 +22,8 @@ pytestmark = [
 PAGE_IDS = {
     "admin-token", "login", "logout", "error",
     "tenants", "keys", "spend", "tasks", "routing", "breakers",
+    "key-form", "secret-panel", "rotate-form", "credit-form", "credit-review-panel", "ledger",
+    "tenants-pager", "keys-pager", "spend-pager", "ledger-pager",
 }  # fmt: skip
 
 
@@ -60,24 +62,35 @@ def _page_checks(tmp_path: Path) -> None:
         ids = {attrs.get("id") for _, attrs in tags.tags}
         assert ids >= PAGE_IDS, PAGE_IDS - ids
         scripts = [attrs for tag, attrs in tags.tags if tag == "script"]
-        assert scripts == [{"src": "/admin/assets/admin.js", "defer": None}]
+        assert scripts == [{"type": "module", "src": "/admin/assets/admin.js"}]
         assert tags.script_text.strip() == ""
         for tag, attrs in tags.tags:
             assert not [name for name in attrs if name.startswith("on")], (tag, attrs)
             for name in ("src", "href"):
                 assert not (attrs.get(name) or "/").startswith(("http", "//")), (tag, attrs)
         labelled = {attrs.get("for") for tag, attrs in tags.tags if tag == "label"}
-        assert {"admin-token", "task-status"} <= labelled
+        fields = {attrs.get("id") for tag, attrs in tags.tags if tag in ("input", "select")}
+        fields |= {attrs.get("id") for tag, attrs in tags.tags if tag == "textarea"}
+        assert fields <= labelled, fields - labelled  # every field says what it is
 
-        script = await gw.client.get("/admin/assets/admin.js")
-        assert script.status_code == 200
-        assert script.headers["content-type"] == "text/javascript; charset=utf-8"
-        sinks = re.findall(
-            r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(|new Function",
-            script.text,
-        )
-        assert sinks == []
-        assert "sessionStorage" in script.text and "localStorage" not in script.text
+        imported: set[str] = set()
+        for name in SCRIPTS:
+            script = await gw.client.get(f"/admin/assets/{name}")
+            assert script.status_code == 200, name
+            assert script.headers["content-type"] == "text/javascript; charset=utf-8"
+            sinks = re.findall(
+                r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(|new Function",
+                script.text,
+            )
+            assert sinks == [], name
+            assert "localStorage" not in script.text, name
+            # Modules import one another by relative path only: nothing from elsewhere.
+            imports = re.findall(r"""from\s+["']([^"']+)["']|import\(""", script.text)
+            assert all(path.startswith("./") for path in imports), (name, imports)
+            imported |= {path.removeprefix("./") for path in imports}
+            if name == "api.js":
+                assert "sessionStorage" in script.text
+        assert imported == set(SCRIPTS) - {"admin.js"}
         style = await gw.client.get("/admin/assets/admin.css")
         assert style.status_code == 200
         assert style.headers["content-type"] == "text/css; charset=utf-8"

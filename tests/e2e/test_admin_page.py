@@ -1,32 +1,33 @@
 """The admin page in a real headless Chromium (Selenium, Debian's chromium and chromium-driver)
 against a real `gateway serve`: sign in, read the tables, revoke a key by its button, refused
-tokens, markup in data shown as text, sign out, and a screenshot of the signed-in page.
+tokens, markup in data shown as text, sign out, and a screenshot of the signed-in page. What
+the page writes (keys with limits, rotation, credits, paging) is test_admin_page_writes.py.
 
 Chromium is a system package: without it the tests skip locally and fail on CI (`CI=true`)."""
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
-from selenium.webdriver.support.wait import WebDriverWait
 
+from tests.e2e.admin_page_support import (
+    TOKEN_KEY,
+    admin_token,
+    browser,
+    console_errors,
+    rows,
+    sign_in,
+    visible,
+    wait,
+)
 from tests.e2e.media_support import post_task, root_of, wait_for_task
-from tests.support.gateway_process import ROOT, GatewayProcess, start_gateway
+from tests.support.gateway_process import GatewayProcess, start_gateway
 from tests.support.waiting import wait_until
 
 # A tenant whose id is markup: the page must show it as text and build no element from it.
@@ -63,65 +64,12 @@ models = ["*"]
 models = ["sim-chat-1"]
 """
 
-TOKEN_KEY = "gateway.adminToken"
-WAIT_SECONDS = 15
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"Chromium is required on CI: {reason}")
-    pytest.skip(f"no headless browser: {reason}")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """One headless Chromium for the module, driven by Debian's chromedriver (nothing fetched)."""
-    chromium = shutil.which("chromium") or "/usr/bin/chromium"
-    driver_path = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-    for path, package in ((chromium, "chromium"), (driver_path, "chromium-driver")):
-        if not os.access(path, os.X_OK):
-            _unavailable(f"{path} is missing (Debian package {package})")
-    options = Options()
-    options.binary_location = chromium
-    for argument in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-dev-shm-usage",
-        "--disable-gpu",
-        "--no-first-run",
-        "--window-size=1400,1000",
-    ):
-        options.add_argument(argument)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
-    driver.set_page_load_timeout(WAIT_SECONDS)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-def _admin_token() -> tuple[str, str]:
-    """A new admin token and its `GATEWAY_ADMIN_TOKEN_HASH` value, from `gateway admin token`."""
-    result = subprocess.run(
-        [sys.executable, "-m", "gateway.app.cli", "admin", "token"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    token = result.stdout.strip()
-    [line] = [x for x in result.stderr.splitlines() if x.startswith("GATEWAY_ADMIN_TOKEN_HASH=")]
-    token_hash = line.split("=", 1)[1]
-    assert token.startswith("gwadm-"), result.stdout
-    assert token_hash == "sha256:" + hashlib.sha256(token.encode()).hexdigest()
-    return token, token_hash
+__all__ = ["browser"]  # the fixture, from admin_page_support
 
 
 @pytest.fixture(scope="module")
 def admin_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GatewayProcess, str]]:
-    token, token_hash = _admin_token()
+    token, token_hash = admin_token()
     process = start_gateway(
         tmp_path_factory.mktemp("admin-gw"),
         ADMIN_CONFIG,
@@ -131,52 +79,6 @@ def admin_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Ga
         yield process, token
     finally:
         process.stop()
-
-
-def _wait(driver: Any, condition: Any, what: str) -> Any:
-    try:
-        return WebDriverWait(driver, WAIT_SECONDS).until(condition)
-    except TimeoutException:
-        error = driver.execute_script("return document.getElementById('error').textContent")
-        raise AssertionError(f"timed out waiting for {what}; #error: {error!r}") from None
-
-
-def _rows(driver: Any, table_id: str) -> list[dict[str, str]]:
-    """The body rows of a table as {header: cell text} (textContent, as the DOM holds it)."""
-    rows: list[dict[str, str]] = driver.execute_script(
-        """
-        const table = document.getElementById(arguments[0]);
-        const heads = Array.from(table.tHead.rows[0].cells, (th) => th.textContent.trim());
-        return Array.from(table.tBodies[0].rows)
-          .filter((tr) => !tr.querySelector('td.empty'))
-          .map((tr) => Object.fromEntries(
-            Array.from(tr.cells, (td, i) => [heads[i], td.textContent])));
-        """,
-        table_id,
-    )
-    return rows
-
-
-def _visible(driver: Any, element_id: str) -> bool:
-    return bool(driver.find_element(By.ID, element_id).is_displayed())
-
-
-def _sign_in(driver: Any, page_url: str, token: str) -> None:
-    driver.get(page_url)
-    _wait(driver, lambda d: _visible(d, "login-form"), "the sign-in form")
-    field = driver.find_element(By.ID, "admin-token")
-    field.clear()
-    field.send_keys(token)
-    driver.find_element(By.ID, "login").click()
-
-
-def _console_errors(driver: Any) -> list[str]:
-    """Severe console lines (script errors, CSP refusals, failed loads) but the missing favicon."""
-    return [
-        entry["message"]
-        for entry in driver.get_log("browser")
-        if entry["level"] == "SEVERE" and "favicon.ico" not in entry["message"]
-    ]
 
 
 def _full_page_screenshot(driver: Any, path: Path) -> None:
@@ -234,15 +136,15 @@ def test_admin_page_shows_tenants_keys_usage_and_revokes_a_key(
     assert "script-src 'self'" in page.headers["content-security-policy"]
     assert token not in page.text
 
-    _sign_in(browser, f"{root}/admin", token)
-    _wait(browser, lambda d: _visible(d, "dashboard"), "the dashboard")
-    _wait(browser, lambda d: len(_rows(d, "tenants")) == 2, "two tenant rows")
+    sign_in(browser, f"{root}/admin", token)
+    wait(browser, lambda d: visible(d, "dashboard"), "the dashboard")
+    wait(browser, lambda d: len(rows(d, "tenants")) == 2, "two tenant rows")
     assert browser.execute_script(f"return sessionStorage.getItem('{TOKEN_KEY}')") == token
     assert browser.execute_script("return localStorage.length") == 0
     assert token not in browser.execute_script("return document.documentElement.outerHTML")
-    assert not _visible(browser, "login-form") and _visible(browser, "logout")
+    assert not visible(browser, "login-form") and visible(browser, "logout")
 
-    tenants = {row["Tenant"]: row for row in _rows(browser, "tenants")}
+    tenants = {row["Tenant"]: row for row in rows(browser, "tenants")}
     assert set(tenants) == {"default", XSS_TENANT}
     assert tenants[XSS_TENANT]["Balance"] == "25.5000"
     assert tenants[XSS_TENANT]["Held"] == "0.0000"
@@ -254,7 +156,7 @@ def test_admin_page_shows_tenants_keys_usage_and_revokes_a_key(
     assert browser.find_elements(By.CSS_SELECTOR, "main img, main td script") == []
     assert browser.execute_script("return window.pwned === undefined")
 
-    keys = _rows(browser, "keys")
+    keys = rows(browser, "keys")
     by_prefix = {row["Prefix"]: row for row in keys}
     assert {gateway.api_key[:10], second_key[:10]} <= set(by_prefix)
     assert {row["Tenant"] for row in keys} == {"default"}
@@ -262,13 +164,13 @@ def test_admin_page_shows_tenants_keys_usage_and_revokes_a_key(
     second = by_prefix[second_key[:10]]
     assert second["Key id"].startswith("key_")
 
-    spend = _rows(browser, "spend")
+    spend = rows(browser, "spend")
     assert any(r["Tenant"] == "default" and r["Model"] == "sim-chat-1" for r in spend), spend
     assert any(r["Model"] == "image-model-2" and r["Tasks"] == "2" for r in spend), spend
-    tasks = {row["Task id"]: row for row in _rows(browser, "tasks")}
+    tasks = {row["Task id"]: row for row in rows(browser, "tasks")}
     assert tasks[task_id]["Status"] == "succeeded"
     assert tasks[task_id]["Model"] == "image-model-2"
-    (failed,) = _rows(browser, "callbacks")
+    (failed,) = rows(browser, "callbacks")
     assert (failed["Task id"], failed["Tenant"], failed["Status"]) == (
         hooked_id,
         "default",
@@ -276,29 +178,29 @@ def test_admin_page_shows_tenants_keys_usage_and_revokes_a_key(
     )
     assert failed["URL"] == "https://localhost:9/in" and failed["Attempts"] == "1"
     assert "may not reach" in failed["Last error"]
-    routing = {row["Model"]: row for row in _rows(browser, "routing")}
+    routing = {row["Model"]: row for row in rows(browser, "routing")}
     assert routing["sim-chat-1"]["Provider"] == "sim"
     assert routing["image-model-2"]["Capabilities"] == "text_to_image"
-    assert {(r["Provider"], r["State"]) for r in _rows(browser, "breakers")} == {("sim", "closed")}
-    assert _console_errors(browser) == []
+    assert {(r["Provider"], r["State"]) for r in rows(browser, "breakers")} == {("sim", "closed")}
+    assert console_errors(browser) == []
 
     # Revoke the second key with its button; the confirmation is accepted.
     second_id = second["Key id"]
     browser.find_element(By.CSS_SELECTOR, f'button.revoke[data-key-id="{second_id}"]').click()
-    _wait(browser, expected_conditions.alert_is_present(), "the confirmation")
+    wait(browser, expected_conditions.alert_is_present(), "the confirmation")
     browser.switch_to.alert.accept()
 
     def revoked_row(driver: Any) -> dict[str, str] | None:
-        rows = {row["Key id"]: row for row in _rows(driver, "keys")}
-        row = rows.get(second_id)
+        by_id = {row["Key id"]: row for row in rows(driver, "keys")}
+        row = by_id.get(second_id)
         return row if row and row["State"].startswith("revoked") else None
 
-    row = _wait(browser, revoked_row, "the revoked key's row")
+    row = wait(browser, revoked_row, "the revoked key's row")
     assert row["Action"] == ""
     assert browser.find_elements(By.CSS_SELECTOR, f'button.revoke[data-key-id="{second_id}"]') == []
-    _wait(
+    wait(
         browser,
-        lambda d: {r["Tenant"]: r for r in _rows(d, "tenants")}["default"]["Revoked keys"] == "1",
+        lambda d: {r["Tenant"]: r for r in rows(d, "tenants")}["default"]["Revoked keys"] == "1",
         "the tenant's revoked key count",
     )
     models = f"{gateway.base_url}/models"
@@ -306,7 +208,7 @@ def test_admin_page_shows_tenants_keys_usage_and_revokes_a_key(
     assert refused.status_code == 401
     assert refused.json()["error"]["code"] == "invalid_api_key"
     assert httpx.get(models, headers={"Authorization": f"Bearer {gateway.api_key}"}).is_success
-    assert _console_errors(browser) == []
+    assert console_errors(browser) == []
 
     # The signed-in page with the revoked key, for a person to look at.
     screenshot = tmp_path / "admin-page.png"
@@ -316,10 +218,10 @@ def test_admin_page_shows_tenants_keys_usage_and_revokes_a_key(
 
     # Sign out: the token leaves sessionStorage and the tables are emptied.
     browser.find_element(By.ID, "logout").click()
-    _wait(browser, lambda d: _visible(d, "login-form"), "the sign-in form after logout")
+    wait(browser, lambda d: visible(d, "login-form"), "the sign-in form after logout")
     assert browser.execute_script(f"return sessionStorage.getItem('{TOKEN_KEY}')") is None
-    assert not _visible(browser, "dashboard")
-    assert _rows(browser, "tenants") == [] and _rows(browser, "keys") == []
+    assert not visible(browser, "dashboard")
+    assert rows(browser, "tenants") == [] and rows(browser, "keys") == []
 
 
 def test_admin_page_refuses_a_wrong_token_and_a_tenant_key(
@@ -328,13 +230,13 @@ def test_admin_page_refuses_a_wrong_token_and_a_tenant_key(
     gateway, _ = admin_gateway
     assert gateway.api_key
     for wrong in ("gwadm-not-the-token", gateway.api_key):
-        _sign_in(browser, f"{root_of(gateway.base_url)}/admin", wrong)
-        _wait(browser, lambda d: _visible(d, "error"), "the error message")
+        sign_in(browser, f"{root_of(gateway.base_url)}/admin", wrong)
+        wait(browser, lambda d: visible(d, "error"), "the error message")
         error = browser.find_element(By.ID, "error").text
         assert "invalid_admin_token" in error and "401" in error, error
-        assert _visible(browser, "login-form") and not _visible(browser, "dashboard")
+        assert visible(browser, "login-form") and not visible(browser, "dashboard")
         assert browser.execute_script(f"return sessionStorage.getItem('{TOKEN_KEY}')") is None
-        assert _rows(browser, "tenants") == []
+        assert rows(browser, "tenants") == []
 
 
 def test_admin_page_says_how_to_enable_a_disabled_admin_api(
@@ -342,11 +244,11 @@ def test_admin_page_says_how_to_enable_a_disabled_admin_api(
 ) -> None:
     gateway = start_gateway(tmp_path_factory.mktemp("no-admin"), ADMIN_CONFIG)
     try:
-        _sign_in(browser, f"{root_of(gateway.base_url)}/admin", "gwadm-anything")
-        _wait(browser, lambda d: _visible(d, "error"), "the error message")
+        sign_in(browser, f"{root_of(gateway.base_url)}/admin", "gwadm-anything")
+        wait(browser, lambda d: visible(d, "error"), "the error message")
         error = browser.find_element(By.ID, "error").text
         assert "disabled" in error and "GATEWAY_ADMIN_TOKEN_HASH" in error, error
         assert "admin_disabled" in error
-        assert not _visible(browser, "dashboard")
+        assert not visible(browser, "dashboard")
     finally:
         gateway.stop()

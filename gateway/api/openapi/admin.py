@@ -41,6 +41,10 @@ def _or_empty(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 _LIMIT: dict[str, Any] = {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}
+_PAGE: dict[str, Any] = {
+    "limit": _or_empty({**_LIMIT, "maximum": 200, "default": 100}),
+    "after": {"type": "string", "description": "The `next_after` of the previous page."},
+}
 _STATUSES = ["queued", "running", "succeeded", "failed", "canceled"]
 _TIME = {
     "type": "string",
@@ -69,13 +73,15 @@ _ENTRY: dict[str, Any] = {
 }
 
 ADMIN_DOCS: dict[tuple[str, str], OperationDoc] = {
-    ("GET", f"{_BASE}/tenants"): _admin("List tenants", {200: TenantList}),
+    ("GET", f"{_BASE}/tenants"): _admin(
+        "List tenants", {200: TenantList}, errors=(422,), query=_PAGE
+    ),
     ("GET", f"{_BASE}/tenants/{{tenant}}"): _admin("Get a tenant", {200: Tenant}, errors=(404,)),
     ("GET", f"{_BASE}/keys"): _admin(
         "List API keys",
         {200: AdminKeyList},
-        errors=(404,),
-        query={"tenant": {"type": "string"}, "prefix": {"type": "string"}},
+        errors=(404, 422),
+        query={"tenant": {"type": "string"}, "prefix": {"type": "string"}, **_PAGE},
     ),
     ("POST", f"{_BASE}/keys"): _admin(
         "Create an API key", {201: CreatedKey}, body=NewKeyRequest, errors=(404, 422)
@@ -119,7 +125,7 @@ ADMIN_DOCS: dict[tuple[str, str], OperationDoc] = {
         "Usage by tenant, model and day",
         {200: UsageView},
         errors=(404, 422),
-        query={"from": _TIME, "to": _TIME, "tenant": {"type": "string"}},
+        query={"from": _TIME, "to": _TIME, "tenant": {"type": "string"}, **_PAGE},
     ),
     ("GET", f"{_BASE}/tasks"): _admin(
         "Recent tasks of every tenant",
@@ -129,6 +135,7 @@ ADMIN_DOCS: dict[tuple[str, str], OperationDoc] = {
             "tenant": {"type": "string"},
             "status": _or_empty({"enum": _STATUSES}),
             "limit": _or_empty({**_LIMIT, "maximum": 200, "default": 50}),
+            "after": _PAGE["after"],
         },
     ),
     ("GET", f"{_BASE}/routing"): _admin("The routing table and breakers", {200: RoutingView}),
