@@ -39,6 +39,7 @@ from tests.support.waiting import wait_until
 
 DOCS = ("README.md", "docs/deploy.md")
 _CLAUDE_CODE = "an interactive Claude Code session (tests/e2e/test_claude_code.py runs it with -p)"
+_CLUSTER_HOSTS = "six Redis hosts (the recipe); the cluster tests build one locally"
 NOT_RUN = {
     "python3 -m venv .venv && .venv/bin/pip install -e '.[dev]' && .venv/bin/python -m pytest": (
         "the whole test suite, this test included: CI runs it"
@@ -57,6 +58,13 @@ NOT_RUN = {
     "GATEWAY_STORE_URL=redis://redis:6379/0 gateway serve --processes 4": (
         "the Redis recipe above runs `gateway serve --processes 4` on Redis, with the same store"
     ),
+    # docs/deploy.md's Redis Cluster recipe names six hosts; tests/e2e/test_cluster_availability.py
+    # builds a local 3+3 cluster with the settings it gives and runs the gateway on it.
+    "redis-cli --cluster create 10.0.0.1:6379 10.0.0.2:6379 10.0.0.3:6379 10.0.0.4:6379 "
+    "10.0.0.5:6379 10.0.0.6:6379 --cluster-replicas 1": _CLUSTER_HOSTS,
+    "redis-cli --cluster check 10.0.0.1:6379": _CLUSTER_HOSTS,
+    "export GATEWAY_STORE_URL='redis+cluster://10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379"
+    "?wait_replicas=1&wait_ms=250'": _CLUSTER_HOSTS,
     # README's Claude Code block: an interactive session; tests/e2e/test_claude_code.py runs
     # the pinned release with these variables under `-p` against the embedded default.
     "export ANTHROPIC_BASE_URL=http://127.0.0.1:8080": _CLAUDE_CODE,
@@ -561,10 +569,11 @@ def test_every_documented_command_is_run_or_said_why_not() -> None:
     """A command added to the docs needs its check in this file (or a reason in NOT_RUN)."""
     readme = documented_commands("README.md")
     deploy = documented_commands("docs/deploy.md")
-    assert len(readme) == 6 and len(deploy) == 4, "a code block was added or removed"
+    assert len(readme) == 6 and len(deploy) == 6, "a code block was added or removed"
     start, curl, claude, cli, tasks, developing = readme
     run = {start[0].text} | {c.text for c in curl + cli + tasks + deploy[0] + deploy[2]}
     not_run = {start[1].text} | {c.text for c in claude + developing + deploy[1] + deploy[3]}
+    not_run |= {c.text for c in deploy[4] + deploy[5]} - run  # the cluster recipe's hosts
     assert not run & not_run
     assert not_run == set(NOT_RUN), not_run ^ set(NOT_RUN)
     for command in every_command():
