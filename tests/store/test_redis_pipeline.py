@@ -84,6 +84,32 @@ def test_concurrent_calls_get_their_own_replies(use: Use) -> None:
     use(body)
 
 
+def test_the_calls_of_one_turn_of_the_loop_go_out_in_one_write(use: Use) -> None:
+    script = _echo()
+
+    async def body(pipe: ScriptPipeline, admin: redis.asyncio.Redis) -> None:
+        await pipe.evalsha(script, ["k"], [0, b"loaded"])  # connected, the script cached
+        conn = pipe._conn
+        assert conn is not None and conn.transport is not None
+        writes: list[bytes] = []
+        real_write = conn.transport.write
+
+        def recording_write(data: bytes) -> None:
+            writes.append(bytes(data))
+            real_write(data)
+
+        conn.transport.write = recording_write  # type: ignore[method-assign]
+        calls = [pipe.evalsha(script, [f"k{i}"], [i, b"s"]) for i in range(5)]
+        replies = await asyncio.gather(*calls)
+        assert replies == [[f"k{i}".encode(), b"%d" % i, b"s"] for i in range(5)]
+        assert len(writes) == 1
+        assert writes[0].count(b"EVALSHA") == 5
+        assert await pipe.evalsha(script, ["k"], [9, b"later"]) == [b"k", b"9", b"later"]
+        assert len(writes) == 2
+
+    use(body)
+
+
 def test_arguments_are_encoded_as_redis_py_does(use: Use) -> None:
     script = _echo()
 
