@@ -1,13 +1,12 @@
-"""An answer of known length in one write: its head (status line and headers) held until its
-body's first bytes.
+"""An answer's head (status line and headers) and its body's first bytes in one write.
 
 uvicorn writes an answer's head when the app starts it and its body when the app sends it: two
-`send()`s, and two wake-ups of the client, for every JSON answer. `OneWriteTransport` is what a
-request's cycle writes through: the head of an answer with a `content-length` waits for the body
-and both go out together. Everything else passes straight through: a chunked answer's head (a
-stream's client sees its status before the first event), a `100 Continue`, the head of an
-answer to `HEAD` (which has no body to wait for). A head still held when the cycle closes the
-connection is written first, as uvicorn would have.
+`send()`s, and two wake-ups of the client, for every answer. `OneWriteTransport` is what a
+request's cycle writes through: it holds the head until the body's first bytes and writes both
+together, always before the answer is complete. A head waits no longer than the turn of the
+event loop it was made in (a stream's client sees its status as soon as before), and a head
+still held when the cycle closes the connection is written first, as uvicorn would have. A
+`100 Continue` and the head of an answer to `HEAD` (no body follows) are written at once.
 """
 
 from __future__ import annotations
@@ -19,39 +18,47 @@ from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 __all__ = ["OneWriteTransport"]
 
-_BEFORE_HEAD, _HOLDING, _PASSING = 0, 1, 2
-
 
 class OneWriteTransport:
-    """`transport` as `cycle` writes through it, with the head of a sized answer held."""
+    """`transport` as `cycle` writes through it, with the answer's head held for its body."""
 
-    __slots__ = ("_cycle", "_head", "_state", "_transport")
+    __slots__ = ("_cycle", "_head", "_loop", "_started", "_transport")
 
-    def __init__(self, transport: asyncio.Transport, cycle: RequestResponseCycle) -> None:
+    def __init__(
+        self,
+        transport: asyncio.Transport,
+        cycle: RequestResponseCycle,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
         self._transport = transport
         self._cycle = cycle
-        self._head = b""
-        self._state = _BEFORE_HEAD
+        self._loop = loop
+        self._head: bytes | None = None
+        self._started = False
+        """The head was written or is held: every later write is body."""
 
     def write(self, data: bytes) -> None:
-        state = self._state
-        if state == _HOLDING:
-            self._state, head, self._head = _PASSING, self._head, b""
+        head = self._head
+        if head is not None:
+            self._head = None
             self._transport.write(head + data)
-            return
-        if state == _BEFORE_HEAD and self._cycle.response_started:
-            # The answer's head: uvicorn has just read its content-length or chosen chunked.
-            self._state = _PASSING
-            cycle = self._cycle
-            if cycle.chunked_encoding is False and cycle.scope["method"] != "HEAD":
-                self._state, self._head = _HOLDING, data
-                return
-        self._transport.write(data)
+        elif not self._started and self._cycle.response_started:
+            self._started = True
+            if self._cycle.scope["method"] == "HEAD":  # no body follows
+                self._transport.write(data)
+            else:
+                self._head = data
+                self._loop.call_soon(self._flush)
+        else:
+            self._transport.write(data)
+
+    def _flush(self) -> None:
+        head, self._head = self._head, None
+        if head is not None and not self._transport.is_closing():
+            self._transport.write(head)
 
     def close(self) -> None:
-        if self._state == _HOLDING:
-            self._state, head, self._head = _PASSING, self._head, b""
-            self._transport.write(head)
+        self._flush()
         self._transport.close()
 
     def is_closing(self) -> bool:

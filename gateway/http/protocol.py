@@ -23,7 +23,7 @@ reading held its stream, upstream call and credit hold forever). Here:
   `WEBSOCKET_HANDSHAKE`, which the middleware answers in the envelope.
 - A request whose connection ends before its answer began is marked `CONNECTION_ENDED` with
   the status it is counted under: 499 when the client closed it, or the protocol's refusal.
-- An answer of known length goes out in one write, its head with its body (`one_write.py`).
+- An answer's head goes out with its body's first bytes, in one write (`one_write.py`).
 
 Idle keep-alive connections are closed by uvicorn after `timeout_keep_alive` (5 s).
 """
@@ -146,7 +146,7 @@ class _BoundedProtocol(HttpToolsProtocol):
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
         self._running = cycle
-        cycle.transport = OneWriteTransport(cycle.transport, cycle)  # type: ignore[assignment]
+        cycle.transport = OneWriteTransport(cycle.transport, cycle, self.loop)  # type: ignore[assignment]
         _Base._start_asgi_task(self, cycle, app)
 
     def data_received(self, data: bytes) -> None:

@@ -1,6 +1,7 @@
-"""An answer of known length leaves the bounded protocol in one write, head and body together;
-a chunked answer's head, a `100 Continue` and a `HEAD` answer are written as soon as they are
-made; a head held when the app fails is written before the connection closes."""
+"""An answer leaves the bounded protocol with its head and its body's first bytes in one write;
+a head whose body does not follow in the same turn of the loop is written at its end; a `100
+Continue` and a `HEAD` answer are written at once; a head held when the app fails is written
+before the connection closes."""
 
 from __future__ import annotations
 
@@ -111,11 +112,27 @@ def test_an_empty_answer_of_known_length_is_one_write() -> None:
     assert transport.writes[0].endswith(b"content-length: 0\r\n\r\n")
 
 
-def test_a_chunked_answers_head_is_written_before_its_first_chunk() -> None:
+def test_a_chunked_answers_head_goes_with_its_first_chunk() -> None:
     transport = serve(chunked, b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n", until=b"0\r\n\r\n")
+    head, _, first = transport.writes[0].partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK")
+    assert head.endswith(b"transfer-encoding: chunked")
+    assert first == b"9\r\ndata: 1\n\n\r\n"
+    assert transport.writes[1:] == [b"0\r\n\r\n"]
+
+
+async def slow_first_chunk(scope: Any, receive: Callable[[], Awaitable[Any]], send: Any) -> None:
+    await _drain(receive)
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await asyncio.sleep(0.05)  # the first event is not there yet
+    await send({"type": "http.response.body", "body": b"data: 1\n\n", "more_body": False})
+
+
+def test_a_head_whose_body_is_not_ready_is_written_at_the_end_of_its_turn() -> None:
+    transport = serve(slow_first_chunk, b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n", until=b"0\r\n\r\n")
     assert transport.writes[0].startswith(b"HTTP/1.1 200 OK")
     assert transport.writes[0].endswith(b"transfer-encoding: chunked\r\n\r\n")
-    assert transport.writes[1:] == [b"9\r\ndata: 1\n\n\r\n", b"0\r\n\r\n"]
+    assert transport.writes[1:] == [b"9\r\ndata: 1\n\n\r\n0\r\n\r\n"]
 
 
 def test_a_head_answer_is_written_though_no_body_follows() -> None:
