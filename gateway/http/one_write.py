@@ -14,43 +14,38 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
-
 __all__ = ["OneWriteTransport"]
+
+_INTERIM = b"HTTP/1.1 1"
+"""A `100 Continue`: written at once, the answer's head comes later."""
 
 
 class OneWriteTransport:
-    """`transport` as `cycle` writes through it, with the answer's head held for its body."""
+    """`transport` as a request's cycle writes through it, with the answer's head held for its
+    body. It keeps no reference to the cycle (that would make every request a reference cycle
+    for the garbage collector): the head is the first write that is not a `1xx`."""
 
-    __slots__ = ("_cycle", "_head", "_loop", "_started", "_transport")
+    __slots__ = ("_head", "_loop", "_passing", "_transport")
 
     def __init__(
-        self,
-        transport: asyncio.Transport,
-        cycle: RequestResponseCycle,
-        loop: asyncio.AbstractEventLoop,
+        self, transport: asyncio.Transport, method: str, loop: asyncio.AbstractEventLoop
     ) -> None:
         self._transport = transport
-        self._cycle = cycle
         self._loop = loop
         self._head: bytes | None = None
-        self._started = False
-        """The head was written or is held: every later write is body."""
+        self._passing = method == "HEAD"  # no body follows its head
+        """Every write goes straight through: the head was written, or is not held."""
 
     def write(self, data: bytes) -> None:
         head = self._head
         if head is not None:
             self._head = None
             self._transport.write(head + data)
-        elif not self._started and self._cycle.response_started:
-            self._started = True
-            if self._cycle.scope["method"] == "HEAD":  # no body follows
-                self._transport.write(data)
-            else:
-                self._head = data
-                self._loop.call_soon(self._flush)
-        else:
+        elif self._passing or data.startswith(_INTERIM):
             self._transport.write(data)
+        else:
+            self._passing, self._head = True, data
+            self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         head, self._head = self._head, None

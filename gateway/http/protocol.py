@@ -146,7 +146,9 @@ class _BoundedProtocol(HttpToolsProtocol):
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
         self._running = cycle
-        cycle.transport = OneWriteTransport(cycle.transport, cycle, self.loop)  # type: ignore[assignment]
+        cycle.transport = OneWriteTransport(  # type: ignore[assignment]
+            cycle.transport, cycle.scope["method"], self.loop
+        )
         _Base._start_asgi_task(self, cycle, app)
 
     def data_received(self, data: bytes) -> None:
