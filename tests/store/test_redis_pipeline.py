@@ -22,7 +22,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from gateway.errors import StoreUnavailable
 from gateway.store.base import AdmissionOutcome
 from gateway.store.redis import RedisStore
-from gateway.store.redis.pipeline import LuaScript, ScriptPipeline
+from gateway.store.redis.connection import bulk, encode
+from gateway.store.redis.pipeline import LuaScript, ScriptPipeline, _command
 from tests.store.support import Run, admission
 from tests.support.waiting import wait_until_async
 
@@ -123,6 +124,21 @@ def test_arguments_are_encoded_as_redis_py_does(use: Use) -> None:
             await pipe.evalsha(script, ["k"], [True, 1])
 
     use(body)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["é", 0, -3, 2**70, 0.25, 1e20, float("inf"), -0.0, b"raw", ""],
+        [bytearray(b"bytearray goes the long way"), 7],
+    ],
+)
+def test_a_call_is_packed_as_each_value_alone_would_be(args: list[Any]) -> None:
+    script = LuaScript.of("return 1")
+    keys = ["k{t}", "κ"]
+    each = [bulk(encode(v)) for v in (len(keys), *keys, *args)]
+    expected = b"*%d\r\n" % (len(each) + 2) + script.evalsha + b"".join(each)
+    assert _command(script.evalsha, keys, args) == expected
 
 
 def test_noscript_reloads_the_script(use: Use) -> None:
