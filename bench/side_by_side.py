@@ -49,8 +49,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
-GATEWAY = [sys.executable, "-c", "import sys; from gateway.app.cli import main; sys.exit(main())"]
-"""The `gateway` command of the tree first on PYTHONPATH, run by this interpreter."""
+GATEWAY = [
+    sys.executable,
+    "-P",
+    "-c",
+    "import sys; from gateway.app.cli import main; sys.exit(main())",
+]
+"""The `gateway` command of the tree first on PYTHONPATH, run by this interpreter (`-P`: `-c`
+would put the working directory, whichever tree that is, before PYTHONPATH)."""
 
 CHAT_BODY = (
     '{"model":"bench-model","messages":[{"role":"system","content":"You are a helpful '

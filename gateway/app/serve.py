@@ -17,6 +17,7 @@ import sys
 import uvicorn
 
 from gateway.app.bootstrap import bootstrap_embedded
+from gateway.app.collector import settle_collector
 from gateway.app.processes import (
     STARTUP_FAILED,
     MetricsFolder,
@@ -150,6 +151,7 @@ def run_server(settings: Settings, config: GatewayConfig, sock: socket.socket) -
     from gateway.app.factory import create_app  # see the module's docstring
 
     app = create_app(settings, config)
+    settle_collector()
     section = config.file.gateway
     limits = HttpLimits(
         max_head_bytes=section.max_header_bytes,

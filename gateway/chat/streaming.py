@@ -97,7 +97,8 @@ class StreamJob:
         self.gone = False
         self.ended = False
         """Set before the last frame is yielded (`ChatEvents.ended`)."""
-        self._frame = self._frame_native if native else self.frame
+        self._native = native
+        """Chunks are the client's dialect's own events (framed by `_frame_native`)."""
         self._lease: Lease | None = None
 
     def keep(self, lease: Lease) -> None:
@@ -155,12 +156,13 @@ class StreamJob:
         failure: BaseException | None = None
         batch: list[bytes] = []
         upstream = self._upstream
+        frame_of = self._frame_native if self._native else self.frame
         try:
             opening = getattr(self._framer, "opening_usage", None)
             if opening is not None:  # a framer that reports the prompt's counts at the start
                 opening(upstream.usage)
             if self._first is not None:
-                frame = self._frame(self._first)
+                frame = frame_of(self._first)
                 if frame is not None:
                     batch.append(frame)
             if batch and not upstream.ready():
@@ -169,7 +171,7 @@ class StreamJob:
             async for chunk in self._chunks:
                 if self.gone:
                     break
-                frame = self._frame(chunk)
+                frame = frame_of(chunk)
                 if frame is not None:
                     batch.append(frame)
                 if batch and not upstream.ready():

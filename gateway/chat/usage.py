@@ -66,7 +66,10 @@ def _output_chars(part: dict[str, Any]) -> int:
     """Characters of output in a delta or a message: text, reasoning (`reasoning_content`, or
     `reasoning` as some servers name it, once if both), refusal, tool-call names and
     arguments."""
-    chars = _length(part.get("content")) + _length(part.get("refusal"))
+    content = part.get("content")
+    if len(part) == 1 and type(content) is str:  # most of a stream's deltas: text alone
+        return len(content)
+    chars = _length(content) + _length(part.get("refusal"))
     chars += max(_length(part.get("reasoning_content")), _length(part.get("reasoning")))
     calls = part.get("tool_calls")
     if type(calls) is list:

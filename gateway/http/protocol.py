@@ -23,6 +23,7 @@ reading held its stream, upstream call and credit hold forever). Here:
   `WEBSOCKET_HANDSHAKE`, which the middleware answers in the envelope.
 - A request whose connection ends before its answer began is marked `CONNECTION_ENDED` with
   the status it is counted under: 499 when the client closed it, or the protocol's refusal.
+- An answer's head goes out with its body's first bytes, in one write (`one_write.py`).
 
 Idle keep-alive connections are closed by uvicorn after `timeout_keep_alive` (5 s).
 """
@@ -44,6 +45,7 @@ from gateway.errors import GatewayError, InvalidRequest, RequestHeadTooLarge, Re
 from gateway.http.context import SCOPE_KEY, RequestContext
 from gateway.http.envelope import envelope_bytes
 from gateway.http.flow import BoundedFlowControl, reset
+from gateway.http.one_write import OneWriteTransport
 from gateway.ids import new_request_id
 from gateway.logging import get_logger
 
@@ -144,6 +146,9 @@ class _BoundedProtocol(HttpToolsProtocol):
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
         self._running = cycle
+        cycle.transport = OneWriteTransport(  # type: ignore[assignment]
+            cycle.transport, cycle.scope["method"], self.loop
+        )
         _Base._start_asgi_task(self, cycle, app)
 
     def data_received(self, data: bytes) -> None:

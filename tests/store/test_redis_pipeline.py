@@ -22,7 +22,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from gateway.errors import StoreUnavailable
 from gateway.store.base import AdmissionOutcome
 from gateway.store.redis import RedisStore
-from gateway.store.redis.pipeline import LuaScript, ScriptPipeline
+from gateway.store.redis.connection import bulk, encode
+from gateway.store.redis.pipeline import LuaScript, ScriptPipeline, _command
 from tests.store.support import Run, admission
 from tests.support.waiting import wait_until_async
 
@@ -84,6 +85,32 @@ def test_concurrent_calls_get_their_own_replies(use: Use) -> None:
     use(body)
 
 
+def test_the_calls_of_one_turn_of_the_loop_go_out_in_one_write(use: Use) -> None:
+    script = _echo()
+
+    async def body(pipe: ScriptPipeline, admin: redis.asyncio.Redis) -> None:
+        await pipe.evalsha(script, ["k"], [0, b"loaded"])  # connected, the script cached
+        conn = pipe._conn
+        assert conn is not None and conn.transport is not None
+        writes: list[bytes] = []
+        real_write = conn.transport.write
+
+        def recording_write(data: bytes) -> None:
+            writes.append(bytes(data))
+            real_write(data)
+
+        conn.transport.write = recording_write  # type: ignore[method-assign]
+        calls = [pipe.evalsha(script, [f"k{i}"], [i, b"s"]) for i in range(5)]
+        replies = await asyncio.gather(*calls)
+        assert replies == [[f"k{i}".encode(), b"%d" % i, b"s"] for i in range(5)]
+        assert len(writes) == 1
+        assert writes[0].count(b"EVALSHA") == 5
+        assert await pipe.evalsha(script, ["k"], [9, b"later"]) == [b"k", b"9", b"later"]
+        assert len(writes) == 2
+
+    use(body)
+
+
 def test_arguments_are_encoded_as_redis_py_does(use: Use) -> None:
     script = _echo()
 
@@ -97,6 +124,21 @@ def test_arguments_are_encoded_as_redis_py_does(use: Use) -> None:
             await pipe.evalsha(script, ["k"], [True, 1])
 
     use(body)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["é", 0, -3, 2**70, 0.25, 1e20, float("inf"), -0.0, b"raw", ""],
+        [bytearray(b"bytearray goes the long way"), 7],
+    ],
+)
+def test_a_call_is_packed_as_each_value_alone_would_be(args: list[Any]) -> None:
+    script = LuaScript.of("return 1")
+    keys = ["k{t}", "κ"]
+    each = [bulk(encode(v)) for v in (len(keys), *keys, *args)]
+    expected = b"*%d\r\n" % (len(each) + 2) + script.evalsha + b"".join(each)
+    assert _command(script.evalsha, keys, args) == expected
 
 
 def test_noscript_reloads_the_script(use: Use) -> None:

@@ -2,9 +2,10 @@
 
 `PipelinedConnection` is a socket whose replies, which Redis sends in the order it received the
 requests, resolve the waiting futures in FIFO order as the C parser (`hiredis.Reader`) yields
-them. `Dialer` opens one (TCP, TLS or a unix socket; AUTH and SELECT as the URL says; behind
-Sentinel the address asked anew at each connect). `Lane` keeps one open, lazily: the first call
-connects, a call after the connection was lost reconnects, concurrent callers share one attempt.
+them; the requests of one turn of the event loop go out in one write. `Dialer` opens one
+(TCP, TLS or a unix socket; AUTH and SELECT as the URL says; behind Sentinel the address asked
+anew at each connect). `Lane` keeps one open, lazily: the first call connects, a call after
+the connection was lost reconnects, concurrent callers share one attempt.
 
 Failures look as they do with redis-py, so the store maps them unchanged: error replies become
 redis-py's exception classes (its own `parse_error`), a lost connection `ConnectionError` for
@@ -97,6 +98,8 @@ class PipelinedConnection(asyncio.Protocol):
         self.watchdog: asyncio.TimerHandle | None = None
         self.barrier: asyncio.Future[Any] | None = None
         """The WAIT the durable calls of this turn of the loop will share, once sent."""
+        self.outgoing: list[bytes] = []
+        """The requests of this turn of the loop, written together at its end (one send)."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses, only alike.
@@ -133,11 +136,17 @@ class PipelinedConnection(asyncio.Protocol):
     def send(self, data: bytes) -> asyncio.Future[Any]:
         future = self.loop.create_future()
         self.pending.append((future, self.loop.time() + self.timeout))
-        assert self.transport is not None
-        self.transport.write(data)
+        if not self.outgoing:
+            self.loop.call_soon(self._write)
+        self.outgoing.append(data)
         if self.watchdog is None:
             self.watchdog = self.loop.call_later(self.timeout, self._check)
         return future
+
+    def _write(self) -> None:
+        outgoing, self.outgoing = self.outgoing, []
+        if self.alive and self.transport is not None:  # else `fail` has failed their calls
+            self.transport.write(outgoing[0] if len(outgoing) == 1 else b"".join(outgoing))
 
     def _check(self) -> None:
         self.watchdog = None
