@@ -20,8 +20,9 @@ import pytest
 
 from gateway.admission.finisher import CallFinisher
 from gateway.errors import StoreUnavailable
-from gateway.store.base import AdmissionOutcome
+from gateway.store.base import AdmissionOutcome, ApiKeyRecord
 from gateway.store.health import StoreHealth
+from gateway.store.key_tags import tenant_tag
 from gateway.store.redis import RedisStore
 from tests.store.support import Run, admission, release, settlement
 from tests.support.redis_cluster import ClusterNode, LocalCluster, cluster_binaries
@@ -183,4 +184,37 @@ def test_a_failing_master_holds_back_no_release_on_another(cluster: LocalCluster
         run(scenario())
     finally:
         run(finisher.close())
+        run(store.close())
+
+
+def test_a_dead_master_fails_no_key_lookup_or_task_read_on_another(
+    cluster: LocalCluster, run: Run
+) -> None:
+    """Every call's reads (its key's record, by the secret's tag; a task) go to the master of
+    the tenant's slot alone: while a dead master is still in the map, the calls routed to it
+    fail and the others are answered, also when they are made at the same moments."""
+    store = RedisStore(cluster.url, prefix="dk:", socket_timeout=2.0)
+    dead, other = _first_and_other(cluster)
+    gone, served = _tenant_on(cluster, store, dead, "a"), _tenant_on(cluster, store, other, "b")
+    tags = {tenant: tenant_tag(tenant) for tenant in (gone, served)}
+
+    async def scenario() -> None:
+        for tenant in (gone, served):
+            record = ApiKeyRecord(key_id=f"key-{tenant}", tenant=tenant, created_at=1.0)
+            await store.create_key(record, f"hash-{tenant}")
+            await store.get_key(f"hash-{tenant}", tags[tenant])  # the map, and a connection
+        cluster.kill(dead)  # no failover: the node timeout outlasts the test
+        for round_ in range(20):
+            calls = [store.get_key(f"hash-{t}", tags[t]) for t in (gone, served) * 3]
+            calls += [store.get_task(t, f"task-{round_}") for t in (gone, served)]
+            answers = await asyncio.gather(*calls, return_exceptions=True)
+            keys, tasks = answers[:6], answers[6:]
+            assert all(isinstance(a, StoreUnavailable) for a in (*keys[0::2], tasks[0]))
+            assert all(isinstance(a, ApiKeyRecord) and a.tenant == served for a in keys[1::2])
+            assert tasks[1] is None
+
+    run(store.open())
+    try:
+        run(scenario())
+    finally:
         run(store.close())

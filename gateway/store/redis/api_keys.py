@@ -55,6 +55,7 @@ class RedisKeyArea:
         async def _eval(
             self, script: AsyncScript, keys: Sequence[str], args: Sequence[Any]
         ) -> Any: ...
+        async def _command_hot(self, key: str, *args: Any) -> Any: ...
 
     async def create_key(self, record: ApiKeyRecord, key_hash: str) -> None:
         k, tag = self.keys, tenant_tag(record.tenant)
@@ -80,14 +81,16 @@ class RedisKeyArea:
                 await pipe.execute()
 
     async def get_key(self, key_hash: str, tag: str | None = None) -> ApiKeyRecord | None:
-        with store_errors:
-            if tag is None:
-                found = await self.client.get(self.keys.api_key_tag(key_hash))
-                if found is None:
-                    return await self._move_legacy(key_hash)
-                tag = text(found)
-            fields = await self.client.hmget(self.keys.api_key(tag, key_hash), KEY_FIELDS)
-        return key_record(fields)
+        """Every call's lookup: through the pipelined client, on the master of the record's
+        slot only, so a fault elsewhere in a cluster never touches it."""
+        if tag is None:
+            pointer = self.keys.api_key_tag(key_hash)
+            found = await self._command_hot(pointer, "GET", pointer)
+            if found is None:
+                return await self._move_legacy(key_hash)
+            tag = text(found)
+        record = self.keys.api_key(tag, key_hash)
+        return key_record(await self._command_hot(record, "HMGET", record, *KEY_FIELDS))
 
     async def key_by_id(self, key_id: str) -> ApiKeyRecord | None:
         found = await self._secret_of(key_id)

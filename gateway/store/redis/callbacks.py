@@ -47,6 +47,9 @@ class RedisCallbackArea:
         async def _eval(
             self, script: AsyncScript, keys: Sequence[str], args: Sequence[Any]
         ) -> Any: ...
+        async def _eval_hot(
+            self, name: str, keys: Sequence[str], args: Sequence[Any], *, durable: bool = False
+        ) -> Any: ...
 
     async def ensure_callback_secret(self, tenant: str, secret: str) -> CallbackSecrets:
         return await self._secret(tenant, "ensure", secret, 0)
@@ -156,10 +159,8 @@ class RedisCallbackArea:
     async def _secret(
         self, tenant: str, mode: str, secret: str, grace_seconds: float
     ) -> CallbackSecrets:
-        res = await self._eval(
-            self._s.callback_secret,
-            (self.keys.callback_secret(tenant),),
-            (mode, secret, grace_seconds),
+        res = await self._eval_hot(
+            "callback_secret", (self.keys.callback_secret(tenant),), (mode, secret, grace_seconds)
         )
         return _secrets(tenant, dict(zip(res[::2], res[1::2], strict=True)))
 

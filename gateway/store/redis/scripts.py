@@ -36,6 +36,7 @@ PIPELINED = (
     "task_finalize",
     "queue_add",
     "queue_drop",
+    "callback_secret",
 )
 """Run through the pipelined client: sent once, answered or timed out, never resent."""
 
@@ -48,7 +49,6 @@ REGISTERED = (
     "task_callback_claim",
     "task_callback_record",
     "task_callback_redeliver",
-    "callback_secret",
     "key_rotate",
     "key_state",
 )
@@ -82,6 +82,7 @@ class PipelinedScripts:
     task_finalize: LuaScript
     queue_add: LuaScript
     queue_drop: LuaScript
+    callback_secret: LuaScript
 
     def __init__(self, source: Source = script_source) -> None:
         for name in PIPELINED:
@@ -104,7 +105,6 @@ class Scripts:
     task_callback_claim: AsyncScript
     task_callback_record: AsyncScript
     task_callback_redeliver: AsyncScript
-    callback_secret: AsyncScript
     key_rotate: AsyncScript
     key_state: AsyncScript
 

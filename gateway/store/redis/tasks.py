@@ -220,9 +220,8 @@ class RedisTaskArea:
         return done
 
     async def get_task(self, tenant: str, task_id: str) -> TaskRecord | None:
-        with store_errors:
-            fields: Any = await self.client.hgetall(self.keys.task(tenant, task_id))
-        task = _task(fields)
+        key = self.keys.task(tenant, task_id)
+        task = _task(await self._command_hot(key, "HGETALL", key))
         return task if task is not None and task.tenant == tenant else None
 
     async def touch_task(
