@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.support import preloaded
-from tests.support.redis_replicated import ReplicatedRedis
+from tests.support.redis_server import RedisServer
 from tests.support.serial import STORE_FAULTS
+from tests.support.stale_replica import stale_replica
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -157,8 +158,8 @@ def test_adjustments_are_their_own_command(tmp_path: Path) -> None:
 def test_an_unconfirmed_grant_is_retried_with_its_own_id_and_applies_once(
     tmp_path: Path, redis_binary: str, action: str
 ) -> None:
-    """On a Redis primary whose replica stops acknowledging (paused while the primary still
-    counts it), the CLI's write stands but is not confirmed: the CLI retries it with the id it
+    """On a Redis primary whose replica is online but never catches up (it acknowledges a stale
+    offset), the CLI's write stands but is not confirmed: the CLI retries it with the id it
     made, once applied."""
     tenant = f"t{uuid.uuid4().hex[:10]}"
     routing = tmp_path / "routing.toml"
@@ -166,13 +167,10 @@ def test_an_unconfirmed_grant_is_retried_with_its_own_id_and_applies_once(
         (ROOT / "config" / "gateway.toml").read_text() + f"\n[tenants.{tenant}]\nmodels = ['*']\n"
     )
     entry = ("credits", action, "--tenant", tenant, "--amount", "7", "--reason", "x")
-    with ReplicatedRedis.running(redis_binary, tmp_path / "redis") as pair:
-        store = pair.url()
-        pair.stall_replica()
-        try:
+    with RedisServer.running(redis_binary, tmp_path / "redis") as primary:
+        store = f"{primary.url}?wait_replicas=1&wait_ms=500"
+        with stale_replica(primary.port):
             result = run(tmp_path, *entry, config=routing, store_url=store)
-        finally:
-            pair.resume_replica()
         assert result.returncode == 0, result.stderr
         assert result.stdout.strip() == "7.0000"
         assert "may have been applied" in result.stderr and "Retrying with --id " in result.stderr
