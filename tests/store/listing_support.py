@@ -10,13 +10,13 @@ from typing import Any
 from gateway.store.base import RateLimits, Store, TaskCreate, TaskCreateOutcome, TaskRecord
 from tests.store.support import create_confirmed
 
-__all__ = ["CAPABILITIES", "STATUSES", "all_pages", "make_task", "make_tasks"]
+__all__ = ["CAPABILITIES", "STATUSES", "all_pages", "make_task", "make_tasks", "task_create"]
 
 STATUSES: tuple[Any, ...] = ("queued", "running", "succeeded", "failed", "canceled")
 CAPABILITIES = ("text_to_image", "text_to_music", "image_to_image")
 
 
-def _create(task_id: str, tenant: str, capability: str) -> TaskCreate:
+def task_create(task_id: str, tenant: str, capability: str) -> TaskCreate:
     return TaskCreate(
         task_id=task_id,
         tenant=tenant,
@@ -36,7 +36,7 @@ async def make_task(
     store: Store, task_id: str, *, tenant: str = "t1", capability: str = "text_to_image"
 ) -> TaskRecord:
     """A queued task (free: no grant needed), created and confirmed as the service does."""
-    result = await create_confirmed(store, _create(task_id, tenant, capability))
+    result = await create_confirmed(store, task_create(task_id, tenant, capability))
     assert result.outcome is TaskCreateOutcome.CREATED and result.task is not None
     return result.task
 

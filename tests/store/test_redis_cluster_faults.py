@@ -20,10 +20,11 @@ import pytest
 
 from gateway.admission.finisher import CallFinisher
 from gateway.errors import StoreUnavailable
-from gateway.store.base import AdmissionOutcome, ApiKeyRecord
+from gateway.store.base import AdmissionOutcome, ApiKeyRecord, TaskCreateOutcome
 from gateway.store.health import StoreHealth
 from gateway.store.key_tags import tenant_tag
-from gateway.store.redis import RedisStore
+from gateway.store.redis import RedisStore, tenants
+from tests.store.listing_support import make_task, task_create
 from tests.store.support import Run, admission, release, settlement
 from tests.support.redis_cluster import ClusterNode, LocalCluster, cluster_binaries
 from tests.support.serial import STORE_FAULTS
@@ -212,6 +213,39 @@ def test_a_dead_master_fails_no_key_lookup_or_task_read_on_another(
             assert all(isinstance(a, StoreUnavailable) for a in (*keys[0::2], tasks[0]))
             assert all(isinstance(a, ApiKeyRecord) and a.tenant == served for a in keys[1::2])
             assert tasks[1] is None
+
+    run(store.open())
+    try:
+        run(scenario())
+    finally:
+        run(store.close())
+
+
+def test_a_registry_on_a_paused_master_fails_no_create_of_a_registered_tenant(
+    cluster: LocalCluster, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tenant's entry in the registry of tenants with tasks lives on its queue shard's master,
+    which may be another than the tenant's: once registered, a create whose refresh of that
+    entry cannot be answered is created all the same (the registry keeps the tenant)."""
+    monkeypatch.setattr(tenants, "REGISTER_EVERY", 0.0)  # every create refreshes its entry
+    store = RedisStore(cluster.url, prefix="rg:", socket_timeout=1.0)
+    k = store.keys
+    for i in itertools.count():
+        tenant = f"r{i}"
+        own = cluster.master_of(k.wallet(tenant))
+        registry = cluster.master_of(k.shard_tenants(k.shard_of(tenant)))
+        if own.port != registry.port:
+            break
+
+    async def scenario() -> None:
+        first = await make_task(store, "t-0", tenant=tenant)
+        assert first.status == "queued"
+        _pause(registry)
+        try:
+            created = await store.create_task(task_create("t-1", tenant, "text_to_image"))
+        finally:
+            _resume(registry)
+        assert created.outcome is TaskCreateOutcome.CREATED
 
     run(store.open())
     try:

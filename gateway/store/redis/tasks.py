@@ -22,6 +22,7 @@ import msgspec
 from redis.asyncio import Redis, RedisCluster
 from redis.commands.core import AsyncScript
 
+from gateway.errors import StoreUnavailable
 from gateway.store import buckets
 from gateway.store.ledger_ids import debit_id, hold_id, refund_id
 from gateway.store.redis.codec import callback_fields, text
@@ -316,10 +317,18 @@ class RedisTaskArea:
         return cast(TaskRecord, _task(res[1]))
 
     async def _register(self, tenant: str) -> None:
-        """The tenant in its shard's registry before its task is written (`tenants.py`)."""
+        """The tenant in its shard's registry before its task is written (`tenants.py`). The
+        registry may live on another master than the tenant: once this process registered the
+        tenant, a refresh that master cannot answer waits for a later create instead of
+        failing this one."""
         if self._registered.due(tenant):
             registry = self.keys.shard_tenants(self.keys.shard_of(tenant))
-            await self._command_hot(registry, "ZADD", registry, "NX", 0, tenant)
+            try:
+                await self._command_hot(registry, "ZADD", registry, "NX", 0, tenant)
+            except StoreUnavailable:
+                if self._registered.known(tenant):
+                    return
+                raise
             self._registered.done(tenant)
 
     async def _with_capability(self, task_id: str, run: Callable[[str], Awaitable[Any]]) -> Any:

@@ -45,6 +45,11 @@ class Registrations:
     def done(self, tenant: str) -> None:
         self._at[tenant] = time.monotonic()
 
+    def known(self, tenant: str) -> bool:
+        """This process registered `tenant` before (the registry keeps it: a refresh is only a
+        guard, which may wait when the registry's master cannot answer)."""
+        return tenant in self._at
+
 
 class TenantWalk:
     """A cursor over every shard's registry: `page()` gives the next tenants, at most `size`,
