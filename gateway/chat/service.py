@@ -76,9 +76,8 @@ from gateway.errors import InvalidRequest, StoreUnavailable, fields_message
 from gateway.logging import get_logger
 from gateway.metrics import DisabledMetrics, Metrics
 from gateway.routing.fallback import RouteNote, failure_reason, falls_back, retry_delay
-from gateway.routing.report import all_open, call_failure, log_upstream_failure
+from gateway.routing.report import all_open, annotated, call_failure, log_upstream_failure
 from gateway.routing.resolver import NO_NEEDS, Choice, Route, Router
-from gateway.routing.upstream_errors import as_gateway_error
 from gateway.schemas.chat import ChatRequest
 from gateway.store.base import Call, RateState, Release, Settlement, StoredReply
 from providers.base import ChatCompletion
@@ -216,11 +215,7 @@ class ChatService:
                 lease.release()
             return outcome
         except Exception as exc:
-            error = as_gateway_error(exc)  # anything else is a fault of the gateway's own: 500
-            if error.model is None:
-                error.model = choice.routes[0].model.id
-            if rate is not None:
-                error.rate = rate
+            error = annotated(exc, choice, rate)
             if error is exc:
                 raise
             raise error from exc

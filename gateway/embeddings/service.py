@@ -44,9 +44,14 @@ from gateway.routing.fallback import (
     retry_delay,
     route_note,
 )
-from gateway.routing.report import PINNED, all_open, call_failure, log_upstream_failure
+from gateway.routing.report import (
+    PINNED,
+    all_open,
+    annotated,
+    call_failure,
+    log_upstream_failure,
+)
 from gateway.routing.resolver import Choice, ModelNotFound, Route, Router
-from gateway.routing.upstream_errors import as_gateway_error
 from gateway.schemas.embeddings import EmbeddingsRequest
 from gateway.store.base import Call, RateState, Release, Settlement, StoredReply
 from providers.base import EmbeddingResult, EmbeddingsProvider
@@ -161,11 +166,7 @@ class EmbeddingsService:
                 return EmbeddingsReplayed(reply=reply, model=model, rate=rate)
             return await self._run(call, choice, request, inputs, tenant.credits_per_usd, rate)
         except Exception as exc:
-            error = as_gateway_error(exc)
-            if error.model is None:
-                error.model = choice.routes[0].model.id
-            if rate is not None:
-                error.rate = rate
+            error = annotated(exc, choice, rate)
             if error is exc:
                 raise
             raise error from exc

@@ -14,7 +14,7 @@ from gateway.routing.resolver import Choice, Route
 from gateway.routing.upstream_errors import as_gateway_error
 from providers.errors import ProviderError
 
-__all__ = ["PINNED", "all_open", "call_failure", "log_upstream_failure"]
+__all__ = ["PINNED", "all_open", "annotated", "call_failure", "log_upstream_failure"]
 
 PINNED = "pinned"
 _log = get_logger("gateway.routing")
@@ -32,6 +32,17 @@ def call_failure(
         error.route = route_note(choice.pinned, answerer, failed)
     else:
         error.route = PINNED if choice.pinned else route.note
+    return error
+
+
+def annotated(exc: Exception, choice: Choice, rate: object | None) -> GatewayError:
+    """`exc` as the error a call is answered with (anything not a gateway error is a fault of
+    the gateway's own: 500), naming the model asked for and the caller's rate-limit state."""
+    error = as_gateway_error(exc)
+    if error.model is None:
+        error.model = choice.routes[0].model.id
+    if rate is not None:
+        error.rate = rate
     return error
 
 
