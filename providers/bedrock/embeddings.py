@@ -19,12 +19,12 @@ token-array inputs (`input`), a size the model does not give (`dimensions`).
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import msgspec
 from yarl import URL
 
+from providers.all_or_none import all_or_none
 from providers.base import EmbeddingResult
 from providers.errors import ProviderError, UpstreamRejectedRequest
 from providers.openai.embeddings import vector_of
@@ -75,7 +75,7 @@ async def _titan(
         count = answer.get("inputTextTokenCount")
         return vector_of(answer.get("embedding")), count if type(count) is int else None
 
-    answers = await asyncio.gather(*(one(text) for text in texts))
+    answers = await all_or_none(one(text) for text in texts)
     counts = [count for _, count in answers]
     total = None if any(count is None for count in counts) else sum(c or 0 for c in counts)
     return EmbeddingResult(vectors=[vector for vector, _ in answers], prompt_tokens=total)
@@ -107,7 +107,7 @@ async def _cohere(
         return [vector_of(vector) for vector in embeddings]
 
     parts = [texts[i : i + COHERE_BATCH] for i in range(0, len(texts), COHERE_BATCH)]
-    batches = await asyncio.gather(*(batch(part) for part in parts))
+    batches = await all_or_none(batch(part) for part in parts)
     return EmbeddingResult(vectors=[vector for part in batches for vector in part])
 
 

@@ -18,13 +18,13 @@ Gemini counterpart: refused naming `input`. `user` has none either and is droppe
 
 from __future__ import annotations
 
-import asyncio
 import math
 from typing import Any
 
 import msgspec
 from yarl import URL
 
+from providers.all_or_none import all_or_none
 from providers.base import EmbeddingResult
 from providers.errors import ProviderError, UpstreamRejectedRequest
 from providers.upstream import Upstream
@@ -76,7 +76,7 @@ async def embed_one_by_one(upstream: Upstream, url: URL, body: dict[str, Any]) -
             request["outputDimensionality"] = dimensions
         return _object(await upstream.request("POST", url, _encode(request)))
 
-    answers = await asyncio.gather(*(one(text) for text in texts_of(body)))
+    answers = await all_or_none(one(text) for text in texts_of(body))
     vectors = [_values(answer.get("embedding"), dimensions) for answer in answers]
     counts = [_prompt_tokens(answer) for answer in answers]
     total = None if any(count is None for count in counts) else sum(c or 0 for c in counts)

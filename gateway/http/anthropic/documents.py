@@ -4,18 +4,19 @@ bytes: an upstream that fetched one itself would bill pages the hold never saw.
 Each one (in the messages and in tool results) is fetched under the reference rules
 (`gateway.artifacts.ArtifactService.fetch_document`: public https only, size-capped, sniffed
 as a PDF; a 422 naming the block's `source.url` when refused), at most `MAX_FETCHED` a
-request, all at once, and its source becomes `{type: base64, media_type: application/pdf,
-data}` in place; the hold then counts its pages (`gateway.http.anthropic.bounds`).
+request, all at once (the first refusal stops the others), and its source becomes `{type:
+base64, media_type: application/pdf, data}` in place; the hold then counts its pages
+(`gateway.http.anthropic.bounds`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gateway.errors import ErrorDetail, InvalidRequest, fields_message
+from providers.all_or_none import all_or_none
 
 __all__ = ["MAX_FETCHED", "FetchDocument", "fetch_url_documents"]
 
@@ -39,7 +40,7 @@ async def fetch_url_documents(raw: dict[str, Any], fetch: FetchDocument) -> None
             field=field, message=f"more than {MAX_FETCHED} documents by URL in one request"
         )
         raise InvalidRequest(fields_message([detail]), details=[detail])
-    fetched = await asyncio.gather(*(fetch(url, f"{field}.url") for _, url, field in found))
+    fetched = await all_or_none(fetch(url, f"{field}.url") for _, url, field in found)
     for (source, _, _), data in zip(found, fetched, strict=True):
         source.clear()
         source.update(
