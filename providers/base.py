@@ -138,7 +138,11 @@ class ChatStream(Protocol):
         """True when the next chunk is already in memory, so taking it will not wait.
 
         The gateway then writes the chunks that arrived together in one go (one system call
-        instead of one per chunk) without ever holding a chunk back to wait for another."""
+        instead of one per chunk) without ever holding a chunk back to wait for another.
+
+        A stream may also have `next_ready() -> dict | None`: the next chunk when it is in
+        memory, taken without an await (None when taking it would wait), so the chunks of one
+        read cost no coroutine each."""
         ...
 
 

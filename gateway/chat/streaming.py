@@ -41,6 +41,11 @@ __all__ = ["StreamJob", "StreamOwner"]
 _log = get_logger("gateway.chat")
 
 
+def _nothing_ready() -> None:
+    """`next_ready` of a stream that has none: every chunk is taken with an await."""
+    return None
+
+
 class StreamOwner(Protocol):
     """What a stream reports to the service that started it (`ChatService`)."""
 
@@ -168,12 +173,16 @@ class StreamJob:
             if batch and not upstream.ready():
                 yield b"".join(batch)
                 batch = []
-            async for chunk in self._chunks:
+            take = getattr(upstream, "next_ready", _nothing_ready)
+            async for awaited in self._chunks:
                 if self.gone:
                     break
-                frame = frame_of(chunk)
-                if frame is not None:
-                    batch.append(frame)
+                chunk: dict[str, Any] | None = awaited
+                while chunk is not None:  # this one, then those already in memory
+                    frame = frame_of(chunk)
+                    if frame is not None:
+                        batch.append(frame)
+                    chunk = take()
                 if batch and not upstream.ready():
                     yield b"".join(batch)
                     batch = []

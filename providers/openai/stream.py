@@ -37,6 +37,27 @@ class OpenAIChatStream(ResponseStream):
     def ready(self) -> bool:
         return self._head is not None or bool(self._pending) or self._decoder.done
 
+    def next_ready(self) -> dict[str, Any] | None:
+        """The next chunk when it is in memory already (no read, no await), else None: the
+        gateway takes the chunks that arrived together in one loop (`providers.base.ChatStream`)."""
+        head = self._head
+        if head is not None:
+            self._head = None
+            return head
+        pending = self._pending
+        translator = self._translator
+        while pending:
+            try:
+                chunk = translator.chunk(pending.pop())
+            except ProviderError:
+                self._abort()
+                raise
+            if translator.usage is not None:
+                self._usage = translator.usage
+            if chunk is not None:
+                return chunk
+        return None
+
     def _clean_end(self, response: Response) -> bool:
         return self._decoder.done and response.at_eof()
 

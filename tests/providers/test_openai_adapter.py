@@ -354,6 +354,42 @@ def test_malformed_answers_are_provider_errors() -> None:
     run(test)
 
 
+def test_chunks_of_one_read_are_taken_without_an_await_up_to_a_malformed_one() -> None:
+    """`next_ready`: what one read brought comes out in order with no read between, None
+    once taking more would wait; a malformed chunk among them is a ProviderError that closes
+    the response, after the good ones before it."""
+
+    async def test() -> None:
+        async with upstream() as (fake, provider):
+            chunks = default_chunks(STREAM_BODY)
+            raw = b"".join(b"data: " + msgspec.json.encode(c) + b"\n\n" for c in chunks)
+            fake.enqueue(StreamReply(chunks=[raw]))
+            stream = await provider.stream(STREAM_BODY)
+            taken = [await stream.__aiter__().__anext__()]
+            while (chunk := stream.next_ready()) is not None:  # type: ignore[attr-defined]
+                taken.append(chunk)
+            assert taken == chunks
+            assert stream.usage is not None and stream.usage.completion_tokens > 0
+            rest: list[dict[str, Any]] = []
+            await drain(stream, rest)
+            assert rest == []
+            await stream.aclose()
+
+            good = chunks[:2]
+            raw = b"".join(b"data: " + msgspec.json.encode(c) + b"\n\n" for c in good)
+            fake.enqueue(StreamReply(chunks=[raw + b"data: {broken\n\n" + raw]))
+            stream = await provider.stream(STREAM_BODY)
+            first = await stream.__aiter__().__anext__()
+            assert [first, stream.next_ready()] == good  # type: ignore[attr-defined]
+            with pytest.raises(ProviderError, match="malformed"):
+                stream.next_ready()  # type: ignore[attr-defined]
+            with pytest.raises(StopAsyncIteration):
+                await stream.__aiter__().__anext__()  # closed: nothing after the failure
+            await stream.aclose()
+
+    run(test)
+
+
 def test_error_event_and_non_stream_answers_to_a_stream_request() -> None:
     async def test() -> None:
         async with upstream() as (fake, provider):
