@@ -22,6 +22,8 @@ from providers.errors import ProviderError
 __all__ = ["DONE", "MAX_EVENT_BYTES", "SSEDecoder"]
 
 DONE = b"[DONE]"
+_DATA = b"data: "
+_NEXT_DATA = b"\n\ndata: "
 MAX_EVENT_BYTES = 16 * 1024 * 1024
 
 
@@ -52,6 +54,17 @@ class SSEDecoder:
             return []
         self._buf = buf[end + 2 :] + tail
         _check_size(self._buf)
+        if buf[:6] == _DATA and not tail:
+            # Most reads hold only `data: ` lines: split on the block starts, and the slow path
+            # only if a block has a line of another kind.
+            text = buf[6:end]
+            found = text.split(_NEXT_DATA)
+            if text.count(b"\n") == 2 * len(found) - 2:  # no line ends but the blocks' own
+                if DONE in found:
+                    self.done = True
+                    self._buf = b""
+                    return found[: found.index(DONE)]
+                return found
         return self._events(buf[:end].split(b"\n\n"))
 
     def flush(self) -> list[bytes]:

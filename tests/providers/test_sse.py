@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from providers.errors import ProviderError
 from providers.sse import MAX_EVENT_BYTES, SSEDecoder
@@ -86,3 +88,48 @@ def test_an_event_without_end_is_refused_once_past_the_limit() -> None:
 def test_an_event_just_within_the_limit_passes() -> None:
     data = b"y" * (MAX_EVENT_BYTES - 16)
     assert feed_all(b"data: " + data[: len(data) // 2], data[len(data) // 2 :] + b"\n\n") == [data]
+
+
+_LINES = st.sampled_from(
+    [b"data: {}", b'data: {"a":"x y"}', b"data:tight", b"data:  two spaces", b"data: [DONE]",
+     b"data", b"event: message", b"id: 3", b": comment", b"retry: 5", b"data: "]
+)  # fmt: skip
+
+
+def _spec_events(stream: bytes) -> list[bytes]:
+    """The SSE grammar read line by line, as the specification words it (LF line ends)."""
+    events: list[bytes] = []
+    data: list[bytes] | None = None
+    for line in stream.split(b"\n"):
+        if not line:
+            if data is not None:
+                if b"\n".join(data) == b"[DONE]":
+                    return events
+                events.append(b"\n".join(data))
+            data = None
+            continue
+        if line[:1] == b":":
+            continue
+        field, colon, value = line.partition(b":")
+        if colon and value[:1] == b" ":
+            value = value[1:]
+        if field == b"data":
+            data = [*(data or []), value]
+    return events
+
+
+@given(
+    blocks=st.lists(st.lists(_LINES, min_size=1, max_size=3), max_size=8),
+    gaps=st.lists(st.sampled_from([b"\n\n", b"\n\n\n"]), min_size=8, max_size=8),
+    cut=st.integers(min_value=0),
+)
+def test_any_mix_of_lines_reads_as_the_specification_reads_it(
+    blocks: list[list[bytes]], gaps: list[bytes], cut: int
+) -> None:
+    """Reads made only of `data: ` lines take a shorter path; every other mix, and every cut
+    of the bytes into two reads, gives what the line grammar gives."""
+    stream = b"".join(b"\n".join(lines) + gap for lines, gap in zip(blocks, gaps, strict=False))
+    expected = _spec_events(stream)
+    assert feed_all(stream) == expected
+    at = cut % (len(stream) + 1)
+    assert feed_all(stream[:at], stream[at:]) == expected
