@@ -72,6 +72,7 @@ def test_the_answer_body_is_not_read_past_a_few_kilobytes() -> None:
     """A receiver answers 200 and then streams 64 MB: the attempt is delivered and closes the
     connection long before the receiver could send it all."""
     sent: list[int] = []
+    answered = threading.Event()  # the handler's own thread, which the server does not join
 
     class Endless(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -87,6 +88,7 @@ def test_the_answer_body_is_not_read_past_a_few_kilobytes() -> None:
             except OSError:
                 pass
             sent.append(written)
+            answered.set()
 
         def log_message(self, *args: object) -> None:
             pass
@@ -102,4 +104,5 @@ def test_the_answer_body_is_not_read_past_a_few_kilobytes() -> None:
         server.server_close()
     thread.join(5)
     assert result.outcome == "delivered"
-    assert sent and sent[0] < ENDLESS  # the gateway hung up: the rest was never taken
+    assert answered.wait(10), "the receiver is still writing: the gateway did not hang up"
+    assert sent[0] < ENDLESS  # the gateway hung up: the rest was never taken
