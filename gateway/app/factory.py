@@ -7,11 +7,13 @@ import contextlib
 import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from litestar import Litestar
 from litestar.di import Provide
 from litestar.plugins import PluginProtocol
 from litestar.plugins.core import MsgspecDIPlugin
+from litestar.routes import ASGIRoute
 
 from gateway.api import route_handlers
 from gateway.api.dependencies import provide_caller, provide_resources
@@ -21,6 +23,7 @@ from gateway.app.settings import Settings
 from gateway.billing.money import UNITS_PER_CREDIT
 from gateway.config.live import ConfigWatcher
 from gateway.config.loader import GatewayConfig, load_config
+from gateway.http.direct_routes import DirectRoutes
 from gateway.http.exception_handler import handle_exception
 from gateway.http.middleware import RequestContextMiddleware
 from gateway.logging import configure_logging, name_the_process
@@ -94,8 +97,23 @@ def create_app(settings: Settings | None = None, config: GatewayConfig | None = 
     app.state.metrics_exporter = exporter
     # Outermost, around Litestar's own handler: routing errors (404/405) get a request id,
     # headers, a log line and metrics like every other response.
-    app.asgi_handler = RequestContextMiddleware(app.asgi_handler, metrics)
+    direct = DirectRoutes(_direct_routes(app), app.asgi_handler, handle_exception)
+    app.asgi_handler = RequestContextMiddleware(direct, metrics)
     return app
+
+
+def _direct_routes(app: Litestar) -> dict[str, tuple[Any, Any]]:
+    """The plain ASGI routes that need nothing of the router but their handler (no guards,
+    middleware, path parameters or scope copy): `DirectRoutes` calls them itself."""
+    routes: dict[str, tuple[Any, Any]] = {}
+    for route in app.routes:
+        if not isinstance(route, ASGIRoute) or route.path_parameters:
+            continue
+        handler = route.route_handler
+        if handler.resolve_guards() or handler.resolve_middleware() or handler.copy_scope:
+            continue
+        routes[route.path] = (handler.fn, handler)
+    return routes
 
 
 _PUBLISH_SECONDS = 1.0
