@@ -115,7 +115,7 @@ async def chat_completions(scope: Any, receive: Any, send: Any) -> None:
     else:
         ctx.routing, ctx.upstream_seconds = outcome.route, outcome.upstream_seconds
         headers = route_headers(outcome.model, outcome.route, outcome.max_tokens)
-        await send_event_stream(outcome.events, receive, send, headers)
+        await send_event_stream(scope, outcome.events, receive, send, headers)
 
 
 HANDLERS = [chat_completions]

@@ -159,7 +159,7 @@ async def messages(scope: Any, receive: Any, send: Any) -> None:
     if isinstance(outcome, ChatCompleted):
         await send_bytes(send, outcome.body, extra)
     else:
-        await send_event_stream(outcome.events, receive, send, extra)
+        await send_event_stream(scope, outcome.events, receive, send, extra)
 
 
 @asgi("/v1/messages/count_tokens", copy_scope=False, opt=_UNDOCUMENTED)

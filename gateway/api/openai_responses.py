@@ -134,7 +134,7 @@ async def create_response(scope: Any, receive: Any, send: Any) -> None:
     else:
         ctx.routing, ctx.upstream_seconds = outcome.route, outcome.upstream_seconds
         headers = [*route_headers(outcome.model, outcome.route, outcome.max_tokens), *extra]
-        await send_event_stream(state.keeping(outcome.events), receive, send, headers)
+        await send_event_stream(scope, state.keeping(outcome.events), receive, send, headers)
 
 
 class _Estimate:

@@ -1,11 +1,12 @@
 """A streamed chat answer as an ASGI response: Server-Sent Events, and the client going away.
 
 The events come from the chat service (`gateway.chat.outcomes.ChatEvents`); this sends them as
-they come, the last one ending the body in the same write, and watches `receive` for the
-client leaving, which stops the stream (the upstream request is closed and what was produced
-is settled). A send that fails means the same. A client
-that stops reading is given up by the HTTP protocol after `write_timeout_seconds` (a send waits
-at most that long for room, `gateway.http.flow`), and this sees it as a client that left.
+they come, the last one ending the body in the same write. The client leaving stops the stream
+(the upstream request is closed and what was produced is settled): the gateway's HTTP protocol
+says so through `CLIENT_GONE` (no task per stream); under another server a task watches
+`receive`. A send that fails means the same. A client that stops reading is given up by the
+HTTP protocol after `write_timeout_seconds` (a send waits at most that long for room,
+`gateway.http.flow`), and this sees it as a client that left.
 """
 
 from __future__ import annotations
@@ -16,8 +17,12 @@ from typing import Any
 
 from gateway.chat.outcomes import ChatEvents
 from gateway.http.openai_sse import SSE_CONTENT_TYPE
+from gateway.http.protocol import CLIENT_GONE
 
 __all__ = ["send_event_stream"]
+
+_UNTOLD = object()
+"""`CLIENT_GONE` absent: a server other than the gateway's protocol (a test client)."""
 
 _HEADERS = [
     (b"content-type", SSE_CONTENT_TYPE.encode()),
@@ -27,10 +32,23 @@ _HEADERS = [
 
 
 async def send_event_stream(
-    events: ChatEvents, receive: Any, send: Any, extra: Sequence[tuple[bytes, bytes]] = ()
+    scope: Any,
+    events: ChatEvents,
+    receive: Any,
+    send: Any,
+    extra: Sequence[tuple[bytes, bytes]] = (),
 ) -> None:
     """Send the events as they come (`extra`: more response headers)."""
-    watcher = asyncio.create_task(_watch(events, receive))
+    leaving: list[asyncio.Task[None]] = []
+    watcher: asyncio.Task[None] | None = None
+    told = scope.get(CLIENT_GONE, _UNTOLD)
+    if told is None:  # the protocol calls this when the client is gone
+        loop = asyncio.get_running_loop()
+        scope[CLIENT_GONE] = lambda: leaving.append(loop.create_task(events.client_left()))
+    elif told is True:  # gone already
+        await events.client_left()
+    else:  # a server that only tells `receive`
+        watcher = asyncio.create_task(_watch(events, receive))
     try:
         headers = [*_HEADERS, *extra]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
@@ -46,7 +64,12 @@ async def send_event_stream(
         if not events.gone and not finished:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
     finally:
-        watcher.cancel()
+        if watcher is not None:
+            watcher.cancel()
+        elif told is None and scope[CLIENT_GONE] is not True:
+            scope[CLIENT_GONE] = None
+        for task in leaving:
+            await task
         await events.close()
 
 

@@ -52,6 +52,7 @@ from gateway.logging import get_logger
 __all__ = [
     "CLIENT_CLOSED",
     "CLIENT_CLOSED_CODE",
+    "CLIENT_GONE",
     "CONNECTION_ENDED",
     "WEBSOCKET_HANDSHAKE",
     "HttpLimits",
@@ -67,6 +68,12 @@ request"); it is never sent, only logged and counted."""
 CLIENT_CLOSED_CODE = "client_closed_request"
 WEBSOCKET_HANDSHAKE = "gateway.websocket_handshake"
 """Scope key, present on a request asking to upgrade to a WebSocket."""
+CLIENT_GONE = "gateway.client_gone"
+"""Scope key on every request this protocol runs: None until the app puts a callable there,
+which is called once, with no arguments, when the request's client is gone (its connection
+lost, a write stalled past `write_timeout`, the request refused mid-body); True once it is
+gone. An event stream learns of its client leaving this way, with no task waiting on
+`receive` (`gateway.http.event_stream`)."""
 
 _log = get_logger("gateway.http")
 
@@ -140,12 +147,12 @@ class _BoundedProtocol(HttpToolsProtocol):
         if running is not None and not running.response_complete:
             if not running.response_started:
                 _scope(running).setdefault(CONNECTION_ENDED, (CLIENT_CLOSED, CLIENT_CLOSED_CODE))
-            running.disconnected = True  # uvicorn tells only the last parsed request
-            running.message_event.set()
+            _client_gone(running)  # uvicorn tells only the last parsed request
         super().connection_lost(exc)
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
         self._running = cycle
+        _scope(cycle)[CLIENT_GONE] = None
         cycle.transport = OneWriteTransport(  # type: ignore[assignment]
             cycle.transport, cycle.scope["method"], self.loop
         )
@@ -312,8 +319,7 @@ class _BoundedProtocol(HttpToolsProtocol):
         the connection is reset (a close would wait for the full buffers to drain)."""
         running = self._running
         if running is not None and not running.response_complete:
-            running.disconnected = True
-            running.message_event.set()
+            _client_gone(running)
         _log.info(
             "response_write_timeout",
             seconds=self.limits.write_timeout,
@@ -336,8 +342,7 @@ class _BoundedProtocol(HttpToolsProtocol):
                 cycle = self.pipeline[0][0] if self.pipeline else self._running
             elif cycle.response_started:  # it answered already: that answer stands, cut
                 if not cycle.response_complete:
-                    cycle.disconnected = True
-                    cycle.message_event.set()
+                    _client_gone(cycle)
                 self._close(None)
                 return
             else:  # it runs: it ends now, counted as refused, under the id its log line has
@@ -345,8 +350,7 @@ class _BoundedProtocol(HttpToolsProtocol):
                 ctx: RequestContext | None = scope.get(SCOPE_KEY)
                 if not cycle.response_complete:
                     scope[CONNECTION_ENDED] = (error.status_code, error.code)
-                    cycle.disconnected = True  # the app's own reads end, its writes are dropped
-                    cycle.message_event.set()
+                    _client_gone(cycle)  # the app's own reads end, its writes are dropped
                 self._close(error, ctx.request_id if ctx is not None else None)
                 return
         if cycle is None or cycle.response_complete:
@@ -392,6 +396,17 @@ class _BoundedProtocol(HttpToolsProtocol):
             self.loop.call_later(_LINGER_SECONDS, transport.close)
         else:
             transport.close()
+
+
+def _client_gone(cycle: RequestResponseCycle) -> None:
+    """The request's client is gone: its reads end, and the app's `CLIENT_GONE` is called."""
+    cycle.disconnected = True
+    cycle.message_event.set()
+    scope = _scope(cycle)
+    told = scope.get(CLIENT_GONE)
+    scope[CLIENT_GONE] = True
+    if callable(told):
+        told()
 
 
 def _scope(cycle: RequestResponseCycle) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from gateway.http.event_stream import send_event_stream
+from gateway.http.protocol import CLIENT_GONE
 
 
 class FakeEvents:
@@ -56,7 +57,7 @@ def _sent(marks_last: bool) -> list[dict[str, Any]]:
             if message.get("body") == b"data: 1\n\n":
                 events.gate.set()
 
-        await send_event_stream(events, receive, send)
+        await send_event_stream({}, events, receive, send)
         assert events.closed >= 1 and not events.gone
         return sent
 
@@ -98,7 +99,7 @@ def test_a_client_that_disconnects_stops_the_stream() -> None:
             if message.get("body") == b"data: 1\n\n":
                 disconnected.set()
 
-        await send_event_stream(events, receive, send)
+        await send_event_stream({}, events, receive, send)
         assert events.gone and events.closed >= 1 and events.yielded == 1
         # No frame after the client left, and no end of body either.
         assert [m.get("body") for m in sent[1:]] == [b"data: 1\n\n"]
@@ -118,7 +119,58 @@ def test_a_failed_send_counts_as_the_client_leaving() -> None:
             if message.get("body"):
                 raise OSError("connection reset")
 
-        await send_event_stream(events, receive, send)
+        await send_event_stream({}, events, receive, send)
         assert events.gone and events.closed >= 1
+
+    asyncio.run(main())
+
+
+def test_the_protocol_tells_of_the_client_leaving_with_no_task_reading_receive() -> None:
+    """Under the gateway's protocol (`CLIENT_GONE` in the scope) the stream is stopped by the
+    callable it put there, and `receive` is never read; the key is let go when it ends."""
+
+    async def main() -> None:
+        events = FakeEvents([b"data: 1\n\n", b"data: 2\n\n"])
+        sent: list[dict[str, Any]] = []
+        scope: dict[str, Any] = {CLIENT_GONE: None}
+
+        async def receive() -> dict[str, Any]:
+            raise AssertionError("the protocol tells; receive is not watched")
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+            if message.get("body") == b"data: 1\n\n":
+                told = scope[CLIENT_GONE]
+                scope[CLIENT_GONE] = True
+                told()  # as `gateway.http.protocol` does when the connection is lost
+
+        await send_event_stream(scope, events, receive, send)
+        assert events.gone and events.closed >= 1 and events.yielded == 1
+        assert [m.get("body") for m in sent[1:]] == [b"data: 1\n\n"]
+        assert scope[CLIENT_GONE] is True
+
+        finished: dict[str, Any] = {CLIENT_GONE: None}
+        events = FakeEvents([b"data: 1\n\n"])
+        events.gate.set()
+        await send_event_stream(finished, events, receive, lambda m: asyncio.sleep(0))
+        assert not events.gone and finished[CLIENT_GONE] is None, "nothing kept past its end"
+
+    asyncio.run(main())
+
+
+def test_a_client_gone_before_the_stream_began_stops_it_at_once() -> None:
+    async def main() -> None:
+        events = FakeEvents([b"data: 1\n\n", b"data: 2\n\n"])
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            raise AssertionError
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await send_event_stream({CLIENT_GONE: True}, events, receive, send)
+        assert events.gone and events.yielded == 0
+        assert [m.get("body") for m in sent[1:]] == []
 
     asyncio.run(main())
