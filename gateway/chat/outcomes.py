@@ -50,7 +50,8 @@ def reply_headers(model: str, route: str, max_tokens: int | None) -> dict[str, s
 class ChatEvents(Protocol):
     """A streamed answer: its Server-Sent Events as bytes, and the ways to end it early.
 
-    `events()` yields the frames (several joined when they arrived together) and settles the
+    `events()` yields the frames (several joined when they arrived together; `b""` for "send
+    the head now", before it waits on the upstream with nothing else yielded) and settles the
     call before its last ones; whoever sends them calls `client_left()` when the client went
     away (the upstream request is closed, what was produced is settled) and `close()` when
     done, whatever happened (closing twice is fine).

@@ -155,9 +155,11 @@ class StreamJob:
         """Yield SSE bytes as chunks arrive; settles before the final frames.
 
         Frames of chunks that arrived together (the upstream stream is `ready()`) are joined
-        into one write; a frame is never held back waiting for the next one. Whatever fails
-        once the response has started (the upstream, or the gateway itself) ends the stream
-        with an error event and no `[DONE]`, charged for what was produced."""
+        into one write; a frame is never held back waiting for the next one. Before the first
+        wait on the upstream something is always yielded (`b""` when no frame is ready), so
+        the head goes out then; a stream that arrived whole yields once, after settling.
+        Whatever fails once the response has started (the upstream, or the gateway itself)
+        ends the stream with an error event and no `[DONE]`, charged for what was produced."""
         failure: BaseException | None = None
         batch: list[bytes] = []
         upstream = self._upstream
@@ -170,7 +172,9 @@ class StreamJob:
                 frame = frame_of(self._first)
                 if frame is not None:
                     batch.append(frame)
-            if batch and not upstream.ready():
+            said = False  # nothing yielded yet: the sender holds the head until something is
+            if not upstream.ready():
+                said = True
                 yield b"".join(batch)
                 batch = []
             take = getattr(upstream, "next_ready", _nothing_ready)
@@ -183,7 +187,8 @@ class StreamJob:
                     if frame is not None:
                         batch.append(frame)
                     chunk = take()
-                if batch and not upstream.ready():
+                if (batch or not said) and not upstream.ready():
+                    said = True
                     yield b"".join(batch)
                     batch = []
             if not self.gone:

@@ -1,12 +1,13 @@
 """A streamed chat answer as an ASGI response: Server-Sent Events, and the client going away.
 
 The events come from the chat service (`gateway.chat.outcomes.ChatEvents`); this sends them as
-they come, the last one ending the body in the same write. The client leaving stops the stream
-(the upstream request is closed and what was produced is settled): the gateway's HTTP protocol
-says so through `CLIENT_GONE` (no task per stream); under another server a task watches
-`receive`. A send that fails means the same. A client that stops reading is given up by the
-HTTP protocol after `write_timeout_seconds` (a send waits at most that long for room,
-`gateway.http.flow`), and this sees it as a client that left.
+they come, the head with the first thing yielded (an empty frame says "the head, now", before
+the stream waits on its upstream) and the last one ending the body in the same write. The
+client leaving stops the stream (the upstream request is closed and what was produced is
+settled): the gateway's HTTP protocol says so through `CLIENT_GONE` (no task per stream);
+under another server a task watches `receive`. A send that fails means the same. A client
+that stops reading is given up by the HTTP protocol after `write_timeout_seconds` (a send
+waits at most that long for room, `gateway.http.flow`), and this sees it as a client that left.
 """
 
 from __future__ import annotations
@@ -50,18 +51,28 @@ async def send_event_stream(
     else:  # a server that only tells `receive`
         watcher = asyncio.create_task(_watch(events, receive))
     try:
-        headers = [*_HEADERS, *extra]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        head: dict[str, Any] | None = {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [*_HEADERS, *extra],
+        }
         finished = False
         async for frame in events.events():
             if events.gone:
                 continue
             finished = events.ended  # the last frame ends the body in the same write
             try:
-                await send({"type": "http.response.body", "body": frame, "more_body": not finished})
+                if head is not None:  # with the first frame, or alone on an empty one
+                    await send(head)
+                    head = None
+                if frame or finished:
+                    body = {"type": "http.response.body", "body": frame, "more_body": not finished}
+                    await send(body)
             except OSError:
                 await events.client_left()
         if not events.gone and not finished:
+            if head is not None:
+                await send(head)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
     finally:
         if watcher is not None:

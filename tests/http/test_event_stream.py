@@ -174,3 +174,40 @@ def test_a_client_gone_before_the_stream_began_stops_it_at_once() -> None:
         assert [m.get("body") for m in sent[1:]] == []
 
     asyncio.run(main())
+
+
+def test_an_empty_frame_sends_the_head_alone_and_a_whole_stream_goes_in_one_body() -> None:
+    """`b""` (the stream is about to wait on its upstream with no frame ready) sends the head
+    and no body part; a stream that yields once, whole, sends its head with that frame."""
+
+    async def main() -> None:
+        events = FakeEvents([b"", b"data: 1\n\n"])
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            await asyncio.Event().wait()
+            raise AssertionError
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+            if message["type"] == "http.response.start":
+                assert events.yielded == 1, "the head goes out before the wait, not after"
+                events.gate.set()
+
+        await send_event_stream({CLIENT_GONE: None}, events, receive, send)
+        assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
+        assert sent[1]["body"] == b"data: 1\n\n" and not sent[1]["more_body"]
+
+        whole = FakeEvents([b"data: 1\n\ndata: [DONE]\n\n"])
+        sent.clear()
+
+        async def keep(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await send_event_stream({CLIENT_GONE: None}, whole, receive, keep)
+        assert [(m["type"], m.get("more_body")) for m in sent] == [
+            ("http.response.start", None),
+            ("http.response.body", False),
+        ]
+
+    asyncio.run(main())
