@@ -104,13 +104,16 @@ def create_app(settings: Settings | None = None, config: GatewayConfig | None = 
 
 def _direct_routes(app: Litestar) -> dict[str, tuple[Any, Any]]:
     """The plain ASGI routes that need nothing of the router but their handler (no guards,
-    middleware, path parameters or scope copy): `DirectRoutes` calls them itself."""
+    middleware, path parameters, scope copy or exception handlers of their own):
+    `DirectRoutes` calls them itself."""
     routes: dict[str, tuple[Any, Any]] = {}
     for route in app.routes:
         if not isinstance(route, ASGIRoute) or route.path_parameters:
             continue
         handler = route.route_handler
         if handler.resolve_guards() or handler.resolve_middleware() or handler.copy_scope:
+            continue
+        if handler.resolve_exception_handlers() != app.exception_handlers:
             continue
         routes[route.path] = (handler.fn, handler)
     return routes
