@@ -31,6 +31,8 @@ class RequestContext:
     authorization: str | None = None
     content_type: str = ""
     idempotency_key: str | None = None
+    host: bytes | None = None
+    """The Host header as sent (`gateway.http.direct_routes` checks it as the router would)."""
     tenant: str | None = None
     model: str | None = None
     rate: RateState | None = None

@@ -47,7 +47,11 @@ class DirectRoutes:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         path = scope.get("path")  # a lifespan scope has none
         route = self._routes.get(path) if scope["type"] == "http" else None
-        if route is None or scope.get("root_path") or not _host_ok(scope):
+        if route is not None:
+            host = scope[SCOPE_KEY].host  # read in the middleware's one pass over the headers
+            if scope.get("root_path") or (host is not None and _HOST.match(host) is None):
+                route = None
+        if route is None:
             await self._fallback(scope, receive, send)
             return
         handler, route_handler = route
@@ -62,10 +66,3 @@ class DirectRoutes:
             request: Request[Any, Any, Any] = Request(scope, receive, send)
             response = self._on_error(request, exc)
             await response.to_asgi_response(app=None, request=request)(scope, receive, send)
-
-
-def _host_ok(scope: Any) -> bool:
-    for name, value in scope["headers"]:
-        if name == b"host":
-            return _HOST.match(value) is not None
-    return True

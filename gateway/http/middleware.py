@@ -38,7 +38,7 @@ class RequestContextMiddleware:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
-        client_id = authorization = idempotency_key = None
+        client_id = authorization = idempotency_key = host = None
         content_type = ""
         for name, value in scope["headers"]:
             if name == b"authorization":
@@ -50,12 +50,15 @@ class RequestContextMiddleware:
                 client_id = value.decode("latin-1")
             elif name == b"idempotency-key":
                 idempotency_key = value.decode("latin-1")
+            elif name == b"host" and host is None:  # the first, as the router reads it
+                host = value
         ctx = RequestContext(
             request_id=accept_request_id(client_id),
             started=time.perf_counter(),
             authorization=authorization,
             content_type=content_type,
             idempotency_key=idempotency_key,
+            host=host,
         )
         scope[SCOPE_KEY] = ctx
         status = 500

@@ -44,14 +44,18 @@ class OpenAIChatStream(ResponseStream):
         if head is not None:
             self._head = None
             return head
+        try:
+            return self._pending_chunk()
+        except ProviderError:
+            self._abort()
+            raise
+
+    def _pending_chunk(self) -> dict[str, Any] | None:
+        """The next chunk among the events already read, or None when they are used up."""
         pending = self._pending
         translator = self._translator
         while pending:
-            try:
-                chunk = translator.chunk(pending.pop())
-            except ProviderError:
-                self._abort()
-                raise
+            chunk = translator.chunk(pending.pop())
             if translator.usage is not None:
                 self._usage = translator.usage
             if chunk is not None:
@@ -64,14 +68,10 @@ class OpenAIChatStream(ResponseStream):
     async def _next_chunk(self) -> dict[str, Any]:
         """The next chunk; StopAsyncIteration at a proper end; ProviderError otherwise."""
         pending = self._pending
-        translator = self._translator
         while True:
-            while pending:
-                chunk = translator.chunk(pending.pop())
-                if translator.usage is not None:
-                    self._usage = translator.usage
-                if chunk is not None:
-                    return chunk
+            chunk = self._pending_chunk()
+            if chunk is not None:
+                return chunk
             if self._decoder.done:
                 self._ended = True
                 raise StopAsyncIteration
@@ -88,7 +88,7 @@ class OpenAIChatStream(ResponseStream):
                 events = self._decoder.flush()
                 if not events and not self._decoder.done:
                     self._ended = True
-                    if translator.finished:
+                    if self._translator.finished:
                         raise StopAsyncIteration
                     raise ProviderError("the upstream ended the stream before it finished")
             events.reverse()

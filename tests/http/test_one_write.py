@@ -63,20 +63,27 @@ async def fails_after_start(scope: Any, receive: Callable[[], Awaitable[Any]], s
     raise RuntimeError("the app fails before its body")
 
 
+def connected(app: App) -> tuple[Any, ServerState, WriteLog]:
+    """A fresh connection of the bounded protocol serving `app`: (protocol, its server state,
+    the transport that logs its writes). Call it inside a running loop."""
+    protocol_class = bounded_protocol(HttpLimits())
+    config = Config(
+        app=app, http=protocol_class, lifespan="off", proxy_headers=False, log_config=None
+    )
+    config.load()
+    state = ServerState()
+    protocol = protocol_class(config=config, server_state=state, app_state={})
+    transport = WriteLog()
+    protocol.connection_made(transport)
+    return protocol, state, transport
+
+
 def serve(app: App, request: bytes, *, until: bytes, times: int = 1) -> WriteLog:
     """`request` to a fresh connection of the bounded protocol serving `app`; the writes once
     `until` was written `times`."""
 
     async def main() -> WriteLog:
-        protocol_class = bounded_protocol(HttpLimits())
-        config = Config(
-            app=app, http=protocol_class, lifespan="off", proxy_headers=False, log_config=None
-        )
-        config.load()
-        state = ServerState()
-        protocol = protocol_class(config=config, server_state=state, app_state={})
-        transport = WriteLog()
-        protocol.connection_made(transport)
+        protocol, state, transport = connected(app)
         protocol.data_received(request)
         await wait_until_async(
             lambda: bytes(transport.written).count(until) >= times and not state.tasks,
@@ -148,19 +155,7 @@ def test_100_continue_is_written_before_the_body_is_read() -> None:
     request = b"POST /x HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"
 
     async def main() -> WriteLog:
-        protocol_class = bounded_protocol(HttpLimits())
-        config = Config(
-            app=sized(b"{}"),
-            http=protocol_class,
-            lifespan="off",
-            proxy_headers=False,
-            log_config=None,
-        )
-        config.load()
-        state = ServerState()
-        protocol = protocol_class(config=config, server_state=state, app_state={})
-        transport = WriteLog()
-        protocol.connection_made(transport)
+        protocol, state, transport = connected(sized(b"{}"))
         protocol.data_received(request)
         await wait_until_async(
             lambda: bool(transport.writes), seconds=5, interval=0.001, what="100 Continue"
@@ -195,19 +190,7 @@ def test_an_answered_request_is_freed_without_the_garbage_collector() -> None:
     request = b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n"
 
     async def main() -> None:
-        protocol_class = bounded_protocol(HttpLimits())
-        config = Config(
-            app=sized(b"{}"),
-            http=protocol_class,
-            lifespan="off",
-            proxy_headers=False,
-            log_config=None,
-        )
-        config.load()
-        state = ServerState()
-        protocol = protocol_class(config=config, server_state=state, app_state={})
-        transport = WriteLog()
-        protocol.connection_made(transport)
+        protocol, state, transport = connected(sized(b"{}"))
         protocol.data_received(request)
         await wait_until_async(
             lambda: len(transport.writes) == 1 and not state.tasks,
